@@ -1,0 +1,46 @@
+# The two commands a new machine needs:
+#   make demo   runs the demo program against the built-in demo tools
+#   make test   installs the pinned engine, then gofmt, vet, staticcheck
+#               and the race-enabled test suite
+SHELL := /bin/bash
+WASM := internal/quickjs/quickjs.wasm
+# The pinned hash lives in Go; the build refuses any other engine bytes.
+WASM_SHA256 := $(shell sed -n 's/^const wasmSHA256 = "\([0-9a-f]*\)"/\1/p' internal/quickjs/abi.go)
+
+.PHONY: all wasm demo test check vet staticcheck fmt-check gotest bench clean
+
+all: wasm
+
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+$(WASM): node_modules/.package-lock.json internal/quickjs/abi.go
+	cp node_modules/quickjs-wasi/quickjs.wasm $(WASM)
+	@echo "$(WASM_SHA256)  $(WASM)" | sha256sum --check --quiet || { rm -f $(WASM); echo "quickjs.wasm does not match the pinned SHA-256" >&2; exit 1; }
+
+wasm: $(WASM)
+
+demo: wasm
+	go run ./cmd/codemode demo
+
+test: wasm fmt-check vet staticcheck gotest
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet: wasm
+	go vet ./...
+
+staticcheck: wasm
+	go tool staticcheck ./...
+
+gotest: wasm
+	go test -race -count=1 ./...
+
+bench: wasm
+	go test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -f $(WASM)

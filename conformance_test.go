@@ -1,0 +1,482 @@
+package codemode
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/codemode-go/codemode/internal/quickjs"
+)
+
+// The conformance suite: language and contract cases whose expectations
+// were derived by running node (oracle "node") or written from the
+// contract (oracle "contract"). testdata/conformance/README.md defines the
+// format and the tool-behaviour mini-language implemented here.
+
+type confCase struct {
+	ID       string          `json:"id"`
+	Category string          `json:"category"`
+	Tools    []confTool      `json:"tools"`
+	Limits   *confLimits     `json:"limits"`
+	Code     string          `json:"code"`
+	Expect   confExpect      `json:"expect"`
+	Oracle   string          `json:"oracle"`
+	Tags     []string        `json:"tags"`
+	Notes    string          `json:"notes"`
+	Raw      json.RawMessage `json:"-"`
+}
+
+type confTool struct {
+	Path         string          `json:"path"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	OutputSchema json.RawMessage `json:"output_schema"`
+	Validate     bool            `json:"validate"`
+	Behavior     json.RawMessage `json:"behavior"`
+}
+
+type confLimits struct {
+	TimeoutMs      *int `json:"timeoutMs"`
+	MaxToolCalls   *int `json:"maxToolCalls"`
+	MaxOutputBytes *int `json:"maxOutputBytes"`
+}
+
+type confExpect struct {
+	OK               bool            `json:"ok"`
+	Value            json.RawMessage `json:"value"`
+	ValuePrefix      *string         `json:"value_prefix"`
+	ValueType        *string         `json:"value_type"`
+	Kind             string          `json:"kind"`
+	MessageContains  *string         `json:"message_contains"`
+	Location         *Location       `json:"location"`
+	Logs             []string        `json:"logs"`
+	LogsPrefix       []string        `json:"logs_prefix"`
+	LogsCount        *int            `json:"logs_count"`
+	ToolCalls        []string        `json:"toolCalls"`
+	Truncated        bool            `json:"truncated"`
+	ResultNotContain []string        `json:"result_not_contains"`
+}
+
+func loadConformance(t testing.TB) []confCase {
+	t.Helper()
+	f, err := os.Open("testdata/conformance/cases.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var cases []confCase
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var c confCase
+		if err := json.Unmarshal(line, &c); err != nil {
+			t.Fatalf("bad case line: %v", err)
+		}
+		var raw map[string]json.RawMessage
+		_ = json.Unmarshal(line, &raw)
+		if _, ok := raw["expect"]; ok {
+			var ex map[string]json.RawMessage
+			_ = json.Unmarshal(raw["expect"], &ex)
+			if _, ok := ex["logs"]; ok && c.Expect.Logs == nil {
+				c.Expect.Logs = []string{}
+			}
+		}
+		cases = append(cases, c)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return cases
+}
+
+// TestConformanceCopy keeps the vendored suite identical to the shared one
+// when the shared checkout is present.
+func TestConformanceCopy(t *testing.T) {
+	shared, err := os.ReadFile("../shared/conformance/cases.jsonl")
+	if err != nil {
+		t.Skip("the shared conformance suite is not checked out next to this repository")
+	}
+	ours, err := os.ReadFile("testdata/conformance/cases.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(shared, ours) {
+		t.Fatal("testdata/conformance/cases.jsonl differs from ../shared/conformance/cases.jsonl; copy it again")
+	}
+}
+
+func TestConformance(t *testing.T) {
+	h := newConfHost(t)
+	for _, c := range loadConformance(t) {
+		t.Run(c.ID, func(t *testing.T) {
+			t.Parallel()
+			h.run(t, c)
+		})
+	}
+}
+
+// confHost runs cases; it owns an engine for the "js" behaviour.
+type confHost struct {
+	engine *quickjs.Engine
+}
+
+func newConfHost(t *testing.T) *confHost {
+	ctx := context.Background()
+	e, err := quickjs.NewEngine(ctx, quickjs.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close(ctx) })
+	return &confHost{engine: e}
+}
+
+// caseRun is the per-run state the behaviours share.
+type caseRun struct {
+	h         *confHost
+	mu        sync.Mutex
+	callIndex map[string]int
+	startSeq  int
+	active    int
+	running   map[*probeState]bool
+}
+
+type probeState struct{ maxActive int }
+
+func (h *confHost) run(t *testing.T, c confCase) {
+	cr := &caseRun{h: h, callIndex: map[string]int{}, running: map[*probeState]bool{}}
+	tools := Tools{}
+	for _, ct := range c.Tools {
+		ns, name, ok := strings.Cut(ct.Path, ".")
+		if !ok {
+			t.Fatalf("tool path %q has no namespace", ct.Path)
+		}
+		tool := Tool{Description: ct.Description, SkipInputValidation: !ct.Validate}
+		if len(ct.InputSchema) > 0 && string(ct.InputSchema) != "null" {
+			tool.Input = new(jsonschema.Schema)
+			if err := json.Unmarshal(ct.InputSchema, tool.Input); err != nil {
+				t.Fatalf("input schema of %s: %v", ct.Path, err)
+			}
+		}
+		if len(ct.OutputSchema) > 0 && string(ct.OutputSchema) != "null" {
+			tool.Output = new(jsonschema.Schema)
+			if err := json.Unmarshal(ct.OutputSchema, tool.Output); err != nil {
+				t.Fatalf("output schema of %s: %v", ct.Path, err)
+			}
+		}
+		path, behavior := ct.Path, ct.Behavior
+		tool.Run = func(ctx context.Context, input json.RawMessage) (any, error) {
+			cr.mu.Lock()
+			k := cr.callIndex[path]
+			cr.callIndex[path]++
+			cr.mu.Unlock()
+			return cr.behave(ctx, behavior, input, k)
+		}
+		sub, _ := tools[ns].(Tools)
+		if sub == nil {
+			sub = Tools{}
+			tools[ns] = sub
+		}
+		sub[name] = tool
+	}
+	opts := Options{Tools: tools, Timeout: 10 * time.Second}
+	if l := c.Limits; l != nil {
+		if l.TimeoutMs != nil {
+			opts.Timeout = time.Duration(*l.TimeoutMs) * time.Millisecond
+		}
+		if l.MaxToolCalls != nil {
+			opts.MaxToolCalls = zeroMeansNone(*l.MaxToolCalls)
+		}
+		if l.MaxOutputBytes != nil {
+			opts.MaxOutputBytes = zeroMeansNone(*l.MaxOutputBytes)
+		}
+	}
+	res, err := Execute(context.Background(), opts, c.Code)
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	if msg := checkExpect(c.Expect, res); msg != "" {
+		b, _ := json.Marshal(res)
+		if len(b) > 2000 {
+			b = append(b[:2000], "..."...)
+		}
+		t.Errorf("%s\ncode: %s\nresult: %s\nnotes: %s", msg, c.Code, b, c.Notes)
+	}
+}
+
+// zeroMeansNone maps the suite's "0 = none allowed" to Options' negative.
+func zeroMeansNone(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+type behavior struct {
+	Type     string            `json:"type"`
+	Value    json.RawMessage   `json:"value"`
+	Name     string            `json:"name"`
+	Message  string            `json:"message"`
+	Ms       float64           `json:"ms"`
+	MsField  string            `json:"msField"`
+	Then     json.RawMessage   `json:"then"`
+	Items    []json.RawMessage `json:"items"`
+	Field    string            `json:"field"`
+	Cases    []struct {
+		Equals json.RawMessage `json:"equals"`
+		Then   json.RawMessage `json:"then"`
+	} `json:"cases"`
+	Default json.RawMessage `json:"default"`
+	Source  string          `json:"source"`
+}
+
+func (cr *caseRun) behave(ctx context.Context, raw json.RawMessage, input json.RawMessage, k int) (any, error) {
+	var b behavior
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return nil, fmt.Errorf("bad behavior: %v", err)
+	}
+	var in any
+	_ = json.Unmarshal(input, &in)
+	obj, _ := in.(map[string]any)
+	switch b.Type {
+	case "echo":
+		return input, nil
+	case "return":
+		return b.Value, nil
+	case "merge":
+		var v map[string]any
+		_ = json.Unmarshal(b.Value, &v)
+		out := map[string]any{}
+		for k, x := range obj {
+			out[k] = x
+		}
+		for k, x := range v {
+			out[k] = x
+		}
+		return out, nil
+	case "field":
+		if v, ok := obj[b.Name]; ok {
+			return v, nil
+		}
+		return nil, nil
+	case "toolError":
+		return nil, ToolError(b.Message)
+	case "hostError":
+		return nil, errors.New(b.Message)
+	case "sleep":
+		ms := b.Ms
+		if b.MsField != "" {
+			if v, ok := obj[b.MsField].(float64); ok {
+				ms = v
+			}
+		}
+		if err := sleepCtx(ctx, ms); err != nil {
+			return nil, err
+		}
+		if len(b.Then) == 0 {
+			return nil, nil
+		}
+		return cr.behave(ctx, b.Then, input, k)
+	case "sequence":
+		if len(b.Items) == 0 {
+			return nil, nil
+		}
+		return cr.behave(ctx, b.Items[min(k, len(b.Items)-1)], input, k)
+	case "switch":
+		for _, c := range b.Cases {
+			var want any
+			_ = json.Unmarshal(c.Equals, &want)
+			if reflect.DeepEqual(want, obj[b.Field]) {
+				return cr.behave(ctx, c.Then, input, k)
+			}
+		}
+		if len(b.Default) > 0 {
+			return cr.behave(ctx, b.Default, input, k)
+		}
+		return input, nil
+	case "probe":
+		cr.mu.Lock()
+		seq := cr.startSeq
+		cr.startSeq++
+		cr.active++
+		p := &probeState{maxActive: cr.active}
+		cr.running[p] = true
+		for q := range cr.running {
+			q.maxActive = max(q.maxActive, cr.active)
+		}
+		activeAtStart := cr.active
+		cr.mu.Unlock()
+		err := sleepCtx(ctx, b.Ms)
+		cr.mu.Lock()
+		cr.active--
+		delete(cr.running, p)
+		maxActive := p.maxActive
+		cr.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"input": in, "startSeq": seq, "activeAtStart": activeAtStart, "maxActive": maxActive}, nil
+	case "js":
+		return cr.h.runJS(b.Source, input, k)
+	}
+	return nil, fmt.Errorf("unknown behavior %q", b.Type)
+}
+
+func sleepCtx(ctx context.Context, ms float64) error {
+	if ms <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(time.Duration(ms * float64(time.Millisecond)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// runJS evaluates a pure JS behaviour in its own engine instance.
+func (h *confHost) runJS(source string, input json.RawMessage, k int) (any, error) {
+	ctx := context.Background()
+	in, err := h.engine.NewInstance(ctx, quickjs.InstanceConfig{})
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	code := fmt.Sprintf("(() => { const r = (%s)(%s, %d); return JSON.stringify(r === undefined ? null : r) })()", source, input, k)
+	v, err := in.Eval(code, "behavior.js", quickjs.EvalStrict)
+	if err != nil {
+		var exc *quickjs.Exception
+		if errors.As(err, &exc) {
+			in.Free(exc.Value)
+		}
+		return nil, errors.New("js behaviour threw")
+	}
+	defer in.Free(v)
+	s, err := in.String(v)
+	if err != nil {
+		return nil, err
+	}
+	return json.RawMessage(s), nil
+}
+
+// checkExpect compares a Result with an expectation, returning "" when it
+// matches.
+func checkExpect(ex confExpect, res Result) string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	if res.OK != ex.OK {
+		bad("ok = %v, want %v (error: %+v)", res.OK, ex.OK, res.Error)
+		return strings.Join(problems, "; ")
+	}
+	if ex.OK {
+		if len(ex.Value) > 0 && !jsonEqual(res.Value, ex.Value) {
+			bad("value = %s, want %s", res.Value, ex.Value)
+		}
+		if ex.ValuePrefix != nil {
+			var s string
+			if json.Unmarshal(res.Value, &s) != nil || !strings.HasPrefix(s, *ex.ValuePrefix) {
+				bad("value = %s, want a string starting with %q", res.Value, *ex.ValuePrefix)
+			}
+		}
+		if ex.ValueType != nil {
+			if got := jsonType(res.Value); got != *ex.ValueType {
+				bad("value type = %s, want %s", got, *ex.ValueType)
+			}
+		}
+	} else {
+		if res.Error == nil {
+			bad("no error")
+		} else {
+			if string(res.Error.Kind) != ex.Kind {
+				bad("kind = %s (%s), want %s", res.Error.Kind, res.Error.Message, ex.Kind)
+			}
+			if ex.MessageContains != nil && !strings.Contains(res.Error.Message, *ex.MessageContains) {
+				bad("message %q does not contain %q", res.Error.Message, *ex.MessageContains)
+			}
+			if ex.Location != nil && (res.Error.Location == nil || *res.Error.Location != *ex.Location) {
+				bad("location = %+v, want %+v", res.Error.Location, *ex.Location)
+			}
+		}
+	}
+	logs := res.Logs
+	if logs == nil {
+		logs = []string{}
+	}
+	if ex.Logs != nil && !reflect.DeepEqual(logs, ex.Logs) {
+		bad("logs = %q, want %q", logs, ex.Logs)
+	}
+	if ex.LogsPrefix != nil && (len(logs) < len(ex.LogsPrefix) || !reflect.DeepEqual(logs[:len(ex.LogsPrefix)], ex.LogsPrefix)) {
+		bad("logs = %q, want prefix %q", logs, ex.LogsPrefix)
+	}
+	if ex.LogsCount != nil && len(logs) != *ex.LogsCount {
+		bad("%d log lines, want %d", len(logs), *ex.LogsCount)
+	}
+	if ex.ToolCalls != nil {
+		var names []string
+		for _, c := range res.ToolCalls {
+			names = append(names, c.Name)
+		}
+		if names == nil {
+			names = []string{}
+		}
+		if !reflect.DeepEqual(names, ex.ToolCalls) {
+			bad("toolCalls = %q, want %q", names, ex.ToolCalls)
+		}
+	}
+	if ex.Truncated != res.Truncated {
+		bad("truncated = %v, want %v", res.Truncated, ex.Truncated)
+	}
+	if len(ex.ResultNotContain) > 0 {
+		b, _ := json.Marshal(res)
+		for _, s := range ex.ResultNotContain {
+			if strings.Contains(string(b), s) {
+				bad("result contains %q", s)
+			}
+		}
+	}
+	return strings.Join(problems, "; ")
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+func jsonType(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return "invalid"
+	}
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case float64:
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	}
+	return "object"
+}

@@ -1,0 +1,20 @@
+// Package codemode runs model-written JavaScript or TypeScript programs
+// against a host's tools, inside a confined engine.
+//
+// A language model gets one tool, execute. It writes a short program that
+// calls the host's tools — await tools.orders.lookup({ id }) — loops,
+// filters and runs independent calls in parallel; only the program's final
+// value goes back to the model. The program is untrusted: it has no
+// filesystem, network, process, modules or code generation, only the tools
+// the host hands it, each described by JSON Schema. Every run ends within
+// its time and memory budget with a [Result]: a value, the console lines,
+// the audit of tool calls, or a typed [Diagnostic].
+//
+//	rt, err := codemode.New(codemode.Options{Tools: codemode.Tools{
+//		"orders": codemode.Tools{"lookup": lookup},
+//	}})
+//	res, err := rt.Execute(ctx, `return await tools.orders.lookup({ id: "o-1" })`)
+//
+// Program failures are data in the Result, never a Go error; Execute
+// returns an error only when the caller's context is cancelled.
+package codemode

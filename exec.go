@@ -1,0 +1,420 @@
+package codemode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/codemode-go/codemode/internal/typescript"
+	"github.com/codemode-go/codemode/sandbox"
+)
+
+// execution is the state of one run: admission, the audit and the
+// concurrency queue.
+type execution struct {
+	rt      *Runtime
+	limiter *fifo
+
+	mu       sync.Mutex
+	calls    []ToolCall
+	admitted int
+	frozen   bool // the Result was taken; late admissions are not audited
+}
+
+const toolErrorMember = "tool"
+
+func (rt *Runtime) execute(ctx context.Context, code string) (Result, error) {
+	prog, diag := compile(code)
+	if diag != nil {
+		return Result{Error: diag, ToolCalls: []ToolCall{}}, nil
+	}
+	ex := &execution{rt: rt, limiter: newFIFO(rt.opts.MaxConcurrency)}
+	req := sandbox.Request{
+		Program: prog.Script,
+		Bindings: []sandbox.Namespace{{
+			Name:       "tools",
+			Members:    rt.paths,
+			Admit:      ex.admit,
+			ErrorClass: &sandbox.ErrorClass{Name: "ToolError", Member: toolErrorMember, DataKind: string(InvalidDataValue)},
+		}},
+		Timeout:     rt.opts.Timeout,
+		MemoryBytes: uint64(rt.opts.MaxMemoryBytes),
+	}
+	if b, limited := rt.outputBudget(); limited {
+		// One byte over the budget tells the two cases apart; the cut
+		// itself happens in applyBudget.
+		req.MaxOutputBytes = b + 1
+		req.MaxLogBytes = b + 1
+	}
+	sr, err := rt.sb.Run(ctx, req)
+	if err != nil {
+		return Result{Error: &Diagnostic{Kind: ExecutionFailure, Message: err.Error()}, ToolCalls: []ToolCall{}}, err
+	}
+	res := ex.result(sr, prog)
+	if sr.Failure != nil && sr.Failure.Kind == sandbox.Abort {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		return res, context.Canceled
+	}
+	return res, nil
+}
+
+func (rt *Runtime) outputBudget() (int, bool) {
+	switch b := rt.opts.MaxOutputBytes; {
+	case b == 0:
+		return 0, false
+	case b < 0:
+		return 0, true
+	default:
+		return b, true
+	}
+}
+
+// admit is called by the sandbox, in call order, for every tool call.
+func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
+	name := strings.Join(c.Path, ".")
+	var entry *toolEntry
+	builtin := len(c.Path) == 2 && c.Path[0] == SearchNamespace && c.Path[1] == "search"
+	if !builtin {
+		entry = ex.rt.index[pathKey(c.Path)]
+		if entry == nil {
+			return nil, &sandbox.CallError{Kind: string(UnknownTool), Message: fmt.Sprintf("%s is not a tool", jsPath(c.Path))}
+		}
+	}
+	ex.mu.Lock()
+	limit := ex.rt.opts.MaxToolCalls
+	if limit < 0 || (limit > 0 && ex.admitted >= limit) {
+		ex.mu.Unlock()
+		n := limit
+		if n < 0 {
+			n = 0
+		}
+		return nil, &sandbox.CallError{Kind: string(ToolCallLimitExceeded),
+			Message: fmt.Sprintf("the run may make at most %d tool calls; %s was not called", n, jsPath(c.Path))}
+	}
+	ex.mu.Unlock()
+
+	var run func(ctx context.Context, input json.RawMessage) (any, error)
+	if builtin {
+		if err := validateSearch(c.Input); err != nil {
+			return nil, &sandbox.CallError{Kind: string(InvalidToolInput), Message: "input for " + jsPath(c.Path) + " is invalid: " + err.Error()}
+		}
+		run = ex.rt.searchTool
+	} else {
+		if entry.resolved != nil {
+			var v any
+			if err := json.Unmarshal(c.Input, &v); err != nil {
+				return nil, &sandbox.CallError{Kind: string(InvalidToolInput), Message: "input for " + jsPath(c.Path) + " is not JSON"}
+			}
+			if err := entry.resolved.Validate(v); err != nil {
+				return nil, &sandbox.CallError{Kind: string(InvalidToolInput), Message: "input for " + jsPath(c.Path) + " is invalid: " + err.Error()}
+			}
+		}
+		run = entry.tool.Run
+	}
+
+	ex.mu.Lock()
+	index := ex.admitted
+	ex.admitted++
+	if !ex.frozen {
+		ex.calls = append(ex.calls, ToolCall{Name: name})
+	}
+	ex.mu.Unlock()
+	slot := ex.limiter.enqueue()
+	input := c.Input
+	return func(ctx context.Context) (json.RawMessage, error) {
+		return ex.perform(ctx, slot, index, name, input, run)
+	}, nil
+}
+
+// perform runs an admitted call once it has a concurrency slot.
+func (ex *execution) perform(ctx context.Context, slot *ticket, index int, name string, input json.RawMessage,
+	run func(context.Context, json.RawMessage) (any, error)) (json.RawMessage, error) {
+	if err := slot.wait(ctx); err != nil {
+		ex.hookEnd(ToolCallEnd{Index: index, Name: name, Input: input, Outcome: "cancelled"})
+		return nil, &sandbox.CallError{Kind: string(ToolFailure), Message: "Tool execution failed"}
+	}
+	defer ex.limiter.release()
+	ex.hookStart(ToolCallStart{Index: index, Name: name, Input: input})
+	start := time.Now()
+	end := ToolCallEnd{Index: index, Name: name, Input: input}
+	v, err := callTool(ctx, run, input)
+	end.Duration = time.Since(start)
+	if err != nil {
+		msg, safe := safeMessage(err)
+		if !safe {
+			msg = "Tool execution failed"
+		}
+		end.Outcome, end.Message = "error", msg
+		if ctx.Err() != nil {
+			end.Outcome = "cancelled"
+		}
+		ex.hookEnd(end)
+		return nil, &sandbox.CallError{Kind: string(ToolFailure), Message: msg}
+	}
+	out, err := toolOutput(v)
+	if err != nil {
+		end.Outcome, end.Message = "invalid-output", err.Error()
+		ex.hookEnd(end)
+		return nil, &sandbox.CallError{Kind: string(InvalidToolOutput), Message: name + " returned a value that is not plain data: " + err.Error()}
+	}
+	end.Outcome = "ok"
+	ex.hookEnd(end)
+	return out, nil
+}
+
+// callTool runs a tool, turning a panic into a private error.
+func callTool(ctx context.Context, run func(context.Context, json.RawMessage) (any, error), input json.RawMessage) (v any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			v, err = nil, fmt.Errorf("tool panicked: %v", p)
+		}
+	}()
+	return run(ctx, input)
+}
+
+func (ex *execution) hookStart(s ToolCallStart) {
+	if h := ex.rt.opts.OnToolCallStart; h != nil {
+		func() {
+			defer func() { _ = recover() }()
+			h(s)
+		}()
+	}
+}
+
+func (ex *execution) hookEnd(e ToolCallEnd) {
+	if h := ex.rt.opts.OnToolCallEnd; h != nil {
+		func() {
+			defer func() { _ = recover() }()
+			h(e)
+		}()
+	}
+}
+
+// result builds the model-facing Result from the sandbox's.
+func (ex *execution) result(sr sandbox.Result, prog *typescript.Program) Result {
+	ex.mu.Lock()
+	ex.frozen = true
+	calls := append([]ToolCall{}, ex.calls...)
+	ex.mu.Unlock()
+	res := Result{ToolCalls: calls}
+	f := sr.Failure
+	if f == nil || f.Kind == sandbox.OutputLimit {
+		res.OK = true
+		res.Value = sr.Value
+	} else {
+		res.Error = ex.diagnose(f, prog)
+	}
+	logs := make([]string, len(sr.Logs))
+	for i, l := range sr.Logs {
+		logs[i] = l.Text
+	}
+	ex.rt.applyBudget(&res, sr.ValueBytes, logs, sr.LogsDropped)
+	return res
+}
+
+// applyBudget enforces MaxOutputBytes: the value first, then log lines
+// from the start while they fit, then one marker line.
+func (rt *Runtime) applyBudget(res *Result, valueBytes int, logs []string, dropped int) {
+	budget, limited := rt.outputBudget()
+	if res.OK && limited && valueBytes > budget {
+		cut := budget
+		if cut > len(res.Value) {
+			cut = len(res.Value)
+		}
+		for cut > 0 && !utf8.RuneStart(res.Value[cut]) {
+			cut--
+		}
+		s := string(res.Value[:cut]) + fmt.Sprintf("… [truncated: the result is %d bytes of JSON, over the %d-byte output limit; return less]", valueBytes, budget)
+		res.Value, _ = json.Marshal(s)
+		res.Truncated = true
+		budget = 0
+	} else if res.OK && limited {
+		budget -= valueBytes
+	}
+	kept := logs
+	if limited {
+		kept = nil
+		for _, l := range logs {
+			if len(l)+1 > budget {
+				break
+			}
+			budget -= len(l) + 1
+			kept = append(kept, l)
+		}
+	}
+	cutLines := len(logs) - len(kept) + dropped
+	if cutLines > 0 {
+		kept = append(kept, fmt.Sprintf("[%d more log lines cut by the output limit]", cutLines))
+		res.Truncated = true
+	}
+	if len(kept) > 0 {
+		res.Logs = kept
+	}
+}
+
+// diagnose maps a sandbox failure to a Diagnostic.
+func (ex *execution) diagnose(f *sandbox.Failure, prog *typescript.Program) *Diagnostic {
+	d := &Diagnostic{Kind: ExecutionFailure, Message: f.Message}
+	locate := func() {
+		if f.Line > 0 {
+			if l, c, ok := prog.Position(f.Line, f.Column); ok {
+				d.Location = &Location{Line: l, Column: c}
+			}
+		}
+	}
+	switch f.Kind {
+	case sandbox.Timeout:
+		d.Kind = TimeoutExceeded
+		d.Suggestions = []string{"Do less work per run: run independent tool calls in parallel with Promise.all, and fetch only what you need."}
+	case sandbox.Abort:
+		d.Kind = ExecutionFailure
+	case sandbox.Memory:
+		d.Kind = MemoryLimitExceeded
+		d.Suggestions = []string{"Keep less data in memory: filter and aggregate as results arrive, and return only the fields needed."}
+	case sandbox.InvalidOutput:
+		d.Kind = InvalidDataValue
+		d.Suggestions = []string{"Return plain data: objects, arrays, strings, numbers, booleans and null."}
+	case sandbox.WorkerExit:
+		d.Kind = ExecutionFailure
+	case sandbox.Exception:
+		switch {
+		case f.Deadlock:
+			d.Suggestions = []string{"A promise the program awaits can never settle. Make sure every promise you create is resolved or rejected."}
+		case f.Code != "" && isKind(f.Code):
+			d.Kind = Kind(f.Code)
+			d.Suggestions = ex.suggestFor(d.Kind, f.Member)
+			if f.Unawaited {
+				d.Message = fmt.Sprintf("a tool call that was never awaited failed: %s", f.Message)
+				d.Suggestions = append(d.Suggestions, "Await every tool call (or attach .catch) so its failure is handled.")
+			}
+			locate()
+		case f.Syntax:
+			d.Kind = ParseError
+			d.Message = f.Message
+			locate()
+		default:
+			if f.Name != "" {
+				d.Message = f.Name + ": " + f.Message
+			} else {
+				d.Message = "uncaught exception: " + f.Message
+			}
+			locate()
+		}
+	}
+	return d
+}
+
+// suggestFor proposes fixes for tool-call failures.
+func (ex *execution) suggestFor(k Kind, member string) []string {
+	switch k {
+	case UnknownTool:
+		if near := ex.rt.nearTools(member, 3); len(near) > 0 {
+			return []string{"Did you mean " + strings.Join(near, ", ") + "?",
+				"Use tools.$codemode.search({ query }) to find tools."}
+		}
+		return []string{"Use tools.$codemode.search({ query }) to find tools, and call them by their exact path."}
+	case InvalidToolInput:
+		return []string{"Check the tool's signature (tools.$codemode.search with its exact path) and pass an input that matches it."}
+	case ToolCallLimitExceeded:
+		return []string{"Make fewer tool calls: batch work, or return partial results."}
+	case InvalidDataValue:
+		return []string{"Pass and return plain data: objects, arrays, strings, numbers, booleans and null; await promises first."}
+	}
+	return nil
+}
+
+// nearTools suggests tool paths close to a wrong one.
+func (rt *Runtime) nearTools(member string, n int) []string {
+	type cand struct {
+		path string
+		d    int
+	}
+	var best []cand
+	last := member
+	if i := strings.LastIndex(member, "."); i >= 0 {
+		last = member[i+1:]
+	}
+	for _, e := range rt.tools {
+		d := editDistance(member, e.name)
+		if e.path[len(e.path)-1] == last {
+			d = 0
+		}
+		if d > len(member)/3+1 {
+			continue
+		}
+		best = append(best, cand{jsPath(e.path), d})
+	}
+	for i := 1; i < len(best); i++ {
+		for j := i; j > 0 && best[j].d < best[j-1].d; j-- {
+			best[j], best[j-1] = best[j-1], best[j]
+		}
+	}
+	var out []string
+	for i := 0; i < len(best) && i < n; i++ {
+		out = append(out, best[i].path)
+	}
+	return out
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := 1
+			if a[i-1] == b[j-1] {
+				c = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// pathKey identifies a path unambiguously (segments may contain dots).
+func pathKey(path []string) string { return strings.Join(path, "\x00") }
+
+// jsPath renders a tool path as program code: tools.ns.tool or
+// tools.ns["odd-name"].
+func jsPath(path []string) string {
+	var b strings.Builder
+	b.WriteString("tools")
+	for _, p := range path {
+		if isIdentifier(p) {
+			b.WriteString(".")
+			b.WriteString(p)
+		} else {
+			q, _ := json.Marshal(p)
+			b.WriteString("[")
+			b.Write(q)
+			b.WriteString("]")
+		}
+	}
+	return b.String()
+}
+
+func isIdentifier(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r == '_' || r == '$' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z'):
+		case i > 0 && r >= '0' && r <= '9':
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,223 @@
+// Package cli implements the codemode command.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/internal/demo"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1 // the program failed
+	exitUsage   = 2 // bad flags or arguments
+)
+
+const usage = `codemode runs JavaScript/TypeScript programs against tools in a sandbox.
+
+Usage:
+  codemode run [flags] FILE|-     run a program (the body of an async function)
+  codemode demo [--pretty]        run the example program against the demo tools
+  codemode help                   show this help
+
+Flags come before the file. Run "codemode run -h" for the run flags.
+The result is printed as JSON; the exit status is 0 when the program
+succeeded, 1 when it failed, 2 for usage errors.
+`
+
+// Run executes the command line and returns the exit status.
+func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return runCmd(args[1:], stdin, stdout, stderr)
+	case "demo":
+		return demoCmd(args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "codemode: unknown command %q\n\n%s", args[0], usage)
+	return exitUsage
+}
+
+// limitFlags are the flags every running command shares.
+type limitFlags struct {
+	timeout        time.Duration
+	maxToolCalls   int
+	maxOutputBytes int
+	maxMemory      byteSize
+	pretty         bool
+	cacheDir       string
+	noCache        bool
+}
+
+func (l *limitFlags) register(fs *flag.FlagSet) {
+	fs.DurationVar(&l.timeout, "timeout", 30*time.Second, "run time limit, a Go duration such as 500ms or 2s (0 = none)")
+	fs.IntVar(&l.maxToolCalls, "max-tool-calls", 0, "most tool calls a run may make (0 = no limit)")
+	fs.IntVar(&l.maxOutputBytes, "max-output-bytes", 0, "most bytes of value and logs in the result (0 = no limit)")
+	fs.Var(&l.maxMemory, "max-memory", "engine memory limit in bytes, e.g. 67108864 or 64MiB (default 64MiB)")
+	fs.BoolVar(&l.pretty, "pretty", false, "indent the JSON result")
+	fs.StringVar(&l.cacheDir, "cache-dir", defaultCacheDir(), "directory for the compiled engine cache")
+	fs.BoolVar(&l.noCache, "no-cache", false, "do not keep the compiled engine on disk")
+}
+
+func (l *limitFlags) options(tools codemode.Tools) codemode.Options {
+	o := codemode.Options{
+		Tools:          tools,
+		Timeout:        l.timeout,
+		MaxToolCalls:   l.maxToolCalls,
+		MaxOutputBytes: l.maxOutputBytes,
+		MaxMemoryBytes: int64(l.maxMemory),
+	}
+	if !l.noCache {
+		o.CacheDir = l.cacheDir
+	}
+	return o
+}
+
+func defaultCacheDir() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "codemode", "engine")
+	}
+	return ""
+}
+
+func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("codemode run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var lf limitFlags
+	lf.register(fs)
+	demoTools := fs.Bool("demo-tools", false, "give the program the demo tools")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: codemode run [flags] FILE|-\n\nRuns FILE (or standard input for -) and prints the Result as JSON.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "codemode run: want exactly one FILE (or - for standard input) after the flags")
+		fs.Usage()
+		return exitUsage
+	}
+	var code []byte
+	var err error
+	if name := fs.Arg(0); name == "-" {
+		code, err = io.ReadAll(stdin)
+	} else {
+		code, err = os.ReadFile(name)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode run: %v\n", err)
+		return exitUsage
+	}
+	var tools codemode.Tools
+	if *demoTools {
+		tools = demo.Tools()
+	}
+	return execute(lf, tools, string(code), stdout, stderr)
+}
+
+func demoCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("codemode demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var lf limitFlags
+	lf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "codemode demo: takes no arguments")
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "Program:\n%s\n", indent(demo.Program))
+	lf.pretty = true
+	return execute(lf, demo.Tools(), demo.Program, stdout, stderr)
+}
+
+func execute(lf limitFlags, tools codemode.Tools, code string, stdout, stderr io.Writer) int {
+	rt, err := codemode.New(lf.options(tools))
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode: %v\n", err)
+		return exitUsage
+	}
+	defer rt.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	res, err := rt.Execute(ctx, code)
+	out, merr := marshal(res, lf.pretty)
+	if merr != nil {
+		fmt.Fprintf(stderr, "codemode: %v\n", merr)
+		return exitFailure
+	}
+	fmt.Fprintln(stdout, string(out))
+	if err != nil || !res.OK {
+		return exitFailure
+	}
+	return exitOK
+}
+
+func marshal(res codemode.Result, pretty bool) ([]byte, error) {
+	if pretty {
+		return json.MarshalIndent(res, "", "  ")
+	}
+	return json.Marshal(res)
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n  ")
+}
+
+// byteSize is a flag value: a plain byte count or one with a unit suffix
+// (KB, MB, GB powers of 1000; KiB, MiB, GiB powers of 1024; K/M/G as KiB).
+type byteSize int64
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+func (b *byteSize) Set(s string) error {
+	s = strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{
+		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
+		{"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000},
+		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
+	}
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(strings.ToUpper(s), strings.ToUpper(u.suffix)) && len(s) > len(u.suffix) {
+			s, mult = strings.TrimSpace(s[:len(s)-len(u.suffix)]), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a byte count such as 67108864 or 64MiB")
+	}
+	*b = byteSize(n * mult)
+	return nil
+}

@@ -1,0 +1,199 @@
+package quickjs
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+)
+
+//go:embed quickjs.wasm
+var wasmBytes []byte
+
+// WasmSHA256 returns the hex SHA-256 of the embedded engine binary.
+func WasmSHA256() string {
+	sum := sha256.Sum256(wasmBytes)
+	return hex.EncodeToString(sum[:])
+}
+
+// ErrWasmMismatch means the embedded quickjs.wasm is not the pinned build.
+var ErrWasmMismatch = errors.New("quickjs: embedded quickjs.wasm does not match the pinned SHA-256; run `make wasm`")
+
+// Config configures an [Engine].
+type Config struct {
+	// CacheDir, when non-empty, keeps compiled machine code in that
+	// directory so later processes skip the ~200 ms compilation. Empty means
+	// an in-memory cache for this process only.
+	CacheDir string
+
+	// HardDeadline compiles the module with wazero's close-on-context-done
+	// checks: cancelling the context passed to [Instance.Bind] stops guest
+	// code at the next loop back-edge, even inside a long builtin, and kills
+	// the instance. It costs 3-7x in guest compute, so it is off by default;
+	// see RATIONALE.md ("Why is the hard kill optional?").
+	HardDeadline bool
+
+	// MaxMemoryBytes is the largest linear memory any instance may reserve:
+	// the page cap behind every per-instance limit. Zero means 4 GiB.
+	MaxMemoryBytes uint64
+}
+
+// Engine is a compiled QuickJS-NG module ready to instantiate. Compiling is
+// the slow step (hundreds of milliseconds without a warm cache); do it once
+// per process and share the Engine. An Engine is safe for concurrent use.
+type Engine struct {
+	cfg      Config
+	runtime  wazero.Runtime
+	cache    wazero.CompilationCache
+	compiled wazero.CompiledModule
+	version  string
+
+	// counterOffset is the byte offset of interrupt_counter inside
+	// JSContext, found by probing at load (see probeCounter).
+	counterOffset uint32
+
+	mu     sync.Mutex
+	closed bool
+	live   sync.WaitGroup
+}
+
+// NewEngine verifies and compiles the embedded engine.
+func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
+	if WasmSHA256() != wasmSHA256 {
+		return nil, ErrWasmMismatch
+	}
+	if cfg.MaxMemoryBytes == 0 {
+		cfg.MaxMemoryBytes = 4 << 30
+	}
+	pages := cfg.MaxMemoryBytes / 65536
+	if pages > 65536 {
+		pages = 65536
+	}
+	var cache wazero.CompilationCache
+	var err error
+	if cfg.CacheDir != "" {
+		cache, err = wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("quickjs: compilation cache: %w", err)
+		}
+	} else {
+		cache = wazero.NewCompilationCache()
+	}
+	rcfg := wazero.NewRuntimeConfig().
+		WithCompilationCache(cache).
+		WithMemoryLimitPages(uint32(pages)).
+		WithCloseOnContextDone(cfg.HardDeadline)
+	rt := wazero.NewRuntimeWithConfig(ctx, rcfg)
+	e := &Engine{cfg: cfg, runtime: rt, cache: cache}
+	if err := e.init(ctx); err != nil {
+		_ = rt.Close(ctx)
+		_ = cache.Close(ctx)
+		return nil, err
+	}
+	return e, nil
+}
+
+func newEngineNoProbe(ctx context.Context) (*Engine, error) {
+	cache := wazero.NewCompilationCache()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(cache))
+	e := &Engine{cfg: Config{MaxMemoryBytes: 1 << 30}, runtime: rt, cache: cache}
+	compiled, err := e.runtime.CompileModule(ctx, wasmBytes)
+	if err != nil {
+		return nil, err
+	}
+	e.compiled = compiled
+	return e, instantiateHostModules(ctx, e.runtime)
+}
+
+func (e *Engine) init(ctx context.Context) error {
+	compiled, err := e.runtime.CompileModule(ctx, wasmBytes)
+	if err != nil {
+		return fmt.Errorf("quickjs: compile: %w", err)
+	}
+	if err := checkABI(compiled); err != nil {
+		return err
+	}
+	e.compiled = compiled
+	if err := instantiateHostModules(ctx, e.runtime); err != nil {
+		return err
+	}
+	in, err := e.newInstance(ctx, InstanceConfig{MemoryLimit: 8 << 20})
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	e.version, err = in.readCString(in.mustCall(in.x.version))
+	if err != nil {
+		return err
+	}
+	off, err := in.probeCounter()
+	if err != nil {
+		return err
+	}
+	e.counterOffset = off
+	return nil
+}
+
+// Version returns the QuickJS-NG version string of the embedded engine.
+func (e *Engine) Version() string { return e.version }
+
+// HardDeadline reports whether the engine was compiled with close-on-context-done.
+func (e *Engine) HardDeadline() bool { return e.cfg.HardDeadline }
+
+// Close waits for every live instance to close, then releases the runtime.
+func (e *Engine) Close(ctx context.Context) error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	e.mu.Unlock()
+	e.live.Wait()
+	err := e.runtime.Close(ctx)
+	if cerr := e.cache.Close(ctx); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// ErrClosed is returned by [Engine.NewInstance] after [Engine.Close].
+var ErrClosed = errors.New("quickjs: engine closed")
+
+func instantiateHostModules(ctx context.Context, rt wazero.Runtime) error {
+	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
+	env := rt.NewHostModuleBuilder("env")
+	fn := func(b wazero.HostModuleBuilder, name string, f api.GoModuleFunc, params, results []api.ValueType) {
+		b.NewFunctionBuilder().WithGoModuleFunction(f, params, results).Export(name)
+	}
+	fn(env, "host_call", hostCall, []api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i32})
+	fn(env, "host_interrupt", hostInterrupt, nil, []api.ValueType{i32})
+	fn(env, "host_promise_rejection", hostPromiseRejection, []api.ValueType{i32, i32, i32}, nil)
+	// Modules are not available to programs: both hooks fail, and the
+	// engine turns that into a catchable "could not load module" error.
+	fn(env, "host_module_normalize", returnZero, []api.ValueType{i32, i32}, []api.ValueType{i32})
+	fn(env, "host_module_load", returnZero, []api.ValueType{i32, i32}, []api.ValueType{i32})
+	// Every instance runs in UTC.
+	fn(env, "host_get_timezone_offset", returnZero, []api.ValueType{i32, i32}, []api.ValueType{i32})
+	if _, err := env.Instantiate(ctx); err != nil {
+		return fmt.Errorf("quickjs: host module env: %w", err)
+	}
+	wasi := rt.NewHostModuleBuilder("wasi_snapshot_preview1")
+	fn(wasi, "clock_time_get", wasiClockTimeGet, []api.ValueType{i32, i64, i32}, []api.ValueType{i32})
+	fn(wasi, "fd_close", wasiBadFD1, []api.ValueType{i32}, []api.ValueType{i32})
+	fn(wasi, "fd_fdstat_get", wasiBadFD2, []api.ValueType{i32, i32}, []api.ValueType{i32})
+	fn(wasi, "fd_seek", wasiBadFD4, []api.ValueType{i32, i64, i32, i32}, []api.ValueType{i32})
+	fn(wasi, "fd_write", wasiFdWrite, []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32})
+	fn(wasi, "random_get", wasiRandomGet, []api.ValueType{i32, i32}, []api.ValueType{i32})
+	if _, err := wasi.Instantiate(ctx); err != nil {
+		return fmt.Errorf("quickjs: host module wasi: %w", err)
+	}
+	return nil
+}
+

@@ -1,0 +1,602 @@
+package quickjs
+
+import (
+	"context"
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+)
+
+// HostFunc serves guest calls of functions made with
+// [Instance.NewHostFunction]. name is the function's registered name; args
+// are borrowed and must not be freed. The returned value is handed to the
+// guest (ownership passes); an error is thrown in the guest as a string.
+// It runs on the goroutine that called into the guest and may call back
+// into the instance.
+type HostFunc func(in *Instance, name string, args []Value) (Value, error)
+
+// InstanceConfig configures one instance.
+type InstanceConfig struct {
+	// MemoryLimit is the engine's allocation limit in bytes. Allocations past
+	// it fail with an uncatchable out-of-memory error. The linear memory is
+	// also capped a little above it (the hard page cap). Zero means 64 MiB.
+	MemoryLimit uint64
+
+	// StackSize is the engine's stack limit in bytes, so deep recursion
+	// throws a catchable RangeError instead of trapping. Zero means 256 KiB.
+	StackSize uint32
+
+	// Host serves calls of host functions.
+	Host HostFunc
+}
+
+// Value is a guest pointer to a heap-allocated JSValue (a "box"). A box
+// returned by an Instance method is owned by the caller, who frees it with
+// [Instance.Free]. Zero is never a valid box.
+type Value uint32
+
+// Errors returned by Instance methods. A call that returns ErrDead (or an
+// error wrapping it) leaves the instance unusable; every later call
+// returns ErrDead too, never a panic.
+var (
+	ErrDead        = errors.New("quickjs: instance is gone")
+	ErrInterrupted = errors.New("quickjs: interrupted")
+	ErrOutOfMemory = errors.New("quickjs: out of memory")
+)
+
+// Exception is a value thrown by guest code and not caught. Value is the
+// thrown value, owned by the receiver of the error.
+type Exception struct{ Value Value }
+
+func (e *Exception) Error() string { return "quickjs: uncaught exception" }
+
+// TrapError reports that the guest trapped (or was killed); the instance is
+// dead. It wraps ErrDead.
+type TrapError struct{ Err error }
+
+func (e *TrapError) Error() string { return "quickjs: instance trapped: " + e.Err.Error() }
+func (e *TrapError) Unwrap() []error { return []error{ErrDead, e.Err} }
+
+type rejection struct {
+	promise, reason Value
+	handled         bool
+}
+
+// Instance is one QuickJS runtime and context in its own wasm instance
+// and linear memory. It is not safe for concurrent use, except
+// [Instance.Interrupt], which any goroutine may call.
+type Instance struct {
+	e    *Engine
+	mod  api.Module
+	x    *exports
+	ctx  context.Context
+	mem  *reservedMemory
+	host HostFunc
+
+	stack []uint64
+	dead  bool
+
+	born       time.Time
+	seedJitter int64
+	rng        *rand.ChaCha8
+	stderr     []byte
+	rejections []rejection
+
+	ctxPtr      uint32 // JSContext*
+	interrupted atomic.Bool
+	polls       atomic.Int64 // calls of the interrupt handler
+
+	pokeMu   sync.Mutex // guards mem against release while poking
+	released bool
+	stopPoke chan struct{}
+
+	global  Value
+	counted bool // holds a place in Engine.live
+}
+
+// NewInstance creates a fresh instance. ctx bounds instantiation and, with
+// [Config.HardDeadline], every later call: cancelling it kills the
+// instance.
+func (e *Engine) NewInstance(ctx context.Context, cfg InstanceConfig) (*Instance, error) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, ErrClosed
+	}
+	e.live.Add(1)
+	e.mu.Unlock()
+	in, err := e.newInstance(ctx, cfg)
+	if err != nil {
+		e.live.Done()
+		return nil, err
+	}
+	in.counted = true
+	return in, nil
+}
+
+func (e *Engine) newInstance(ctx context.Context, cfg InstanceConfig) (in *Instance, err error) {
+	if cfg.MemoryLimit == 0 {
+		cfg.MemoryLimit = 64 << 20
+	}
+	if cfg.StackSize == 0 {
+		cfg.StackSize = 256 << 10
+	}
+	// The linear memory also holds the engine's static data, its C stack and
+	// allocator overhead; the hard cap leaves room for them.
+	capBytes := cfg.MemoryLimit + cfg.MemoryLimit/4 + 8<<20
+	if capBytes > e.cfg.MaxMemoryBytes {
+		capBytes = e.cfg.MaxMemoryBytes
+	}
+	capBytes = (capBytes + 65535) &^ 65535
+	mem, err := newReservedMemory(capBytes)
+	if err != nil {
+		return nil, fmt.Errorf("quickjs: reserve linear memory: %w", err)
+	}
+	var seed [32]byte
+	_, _ = crand.Read(seed[:])
+	in = &Instance{
+		e:          e,
+		mem:        mem,
+		host:       cfg.Host,
+		stack:      make([]uint64, 8),
+		born:       time.Now(),
+		rng:        rand.NewChaCha8(seed),
+		seedJitter: int64(1 + uint64(seed[0])<<16|uint64(seed[1])<<8|uint64(seed[2])),
+	}
+	in.ctx = context.WithValue(ctx, instanceKey{}, in)
+	allocCtx := experimental.WithMemoryAllocator(in.ctx,
+		experimental.MemoryAllocatorFunc(func(_, _ uint64) experimental.LinearMemory { return mem }))
+	mod, err := e.runtime.InstantiateModule(allocCtx, e.compiled,
+		wazero.NewModuleConfig().WithName("").WithStartFunctions())
+	if err != nil {
+		mem.release()
+		return nil, fmt.Errorf("quickjs: instantiate: %w", err)
+	}
+	in.mod = mod
+	defer func() {
+		if err != nil {
+			in.Close()
+			in = nil
+		}
+	}()
+	if in.x, err = bindExports(mod); err != nil {
+		return nil, err
+	}
+	if _, err = in.call(in.x.initialize); err != nil {
+		return nil, err
+	}
+	rc, err := in.call(in.x.init)
+	if err != nil {
+		return nil, err
+	}
+	if int32(rc) != 0 {
+		return nil, errors.New("quickjs: engine initialization failed")
+	}
+	in.seedJitter = 0 // the seed is taken; the clock is real from here on
+	steps := []struct {
+		f   api.Function
+		arg uint64
+	}{
+		{in.x.setMemoryLimit, cfg.MemoryLimit},
+		{in.x.setMaxStackSize, uint64(cfg.StackSize)},
+		{in.x.setInterruptHandler, 1},
+		{in.x.setRejectionHandler, 1},
+	}
+	for _, s := range steps {
+		if _, err = in.call(s.f, s.arg); err != nil {
+			return nil, err
+		}
+	}
+	ptr, err := in.call(in.x.getContextPtr)
+	if err != nil {
+		return nil, err
+	}
+	in.ctxPtr = uint32(ptr)
+	g, err := in.call(in.x.getGlobal)
+	if err != nil {
+		return nil, err
+	}
+	in.global = Value(g)
+	return in, nil
+}
+
+// call invokes a guest export. Any wazero error (a trap, a closed module)
+// kills the instance.
+func (in *Instance) call(f api.Function, args ...uint64) (uint64, error) {
+	if in.dead {
+		return 0, ErrDead
+	}
+	copy(in.stack, args)
+	if err := f.CallWithStack(in.ctx, in.stack); err != nil {
+		in.dead = true
+		return 0, &TrapError{Err: err}
+	}
+	return in.stack[0], nil
+}
+
+// mustCall is call for exports that cannot fail on a live instance; a
+// failure still only yields ErrDead-style zero values.
+func (in *Instance) mustCall(f api.Function, args ...uint64) uint32 {
+	r, _ := in.call(f, args...)
+	return uint32(r)
+}
+
+// Dead reports whether the instance can no longer run code.
+func (in *Instance) Dead() bool { return in.dead }
+
+// Global returns the global object. The box is owned by the instance; do
+// not free it.
+func (in *Instance) Global() Value { return in.global }
+
+// Free releases a box.
+func (in *Instance) Free(v Value) {
+	if v != 0 && !in.dead {
+		_, _ = in.call(in.x.freeValue, uint64(v))
+	}
+}
+
+// check turns a result box into an error when it holds an exception.
+func (in *Instance) check(v uint64, err error) (Value, error) {
+	if err != nil {
+		return 0, err
+	}
+	box := Value(v)
+	if box == 0 {
+		return 0, fmt.Errorf("%w: engine allocation failed", ErrOutOfMemory)
+	}
+	isExc, err := in.call(in.x.isException, uint64(box))
+	if err != nil {
+		return 0, err
+	}
+	if isExc == 0 {
+		return box, nil
+	}
+	in.Free(box)
+	return 0, in.takeException()
+}
+
+// takeException converts the pending exception into an error.
+func (in *Instance) takeException() error {
+	exc, err := in.call(in.x.getException)
+	if err != nil {
+		return err
+	}
+	unc, err := in.call(in.x.isUncatchable, exc)
+	if err != nil {
+		return err
+	}
+	if unc == 0 {
+		return &Exception{Value: Value(exc)}
+	}
+	// Uncatchable: the engine's interrupt or its out-of-memory error.
+	defer in.Free(Value(exc))
+	if in.interrupted.Load() {
+		return ErrInterrupted
+	}
+	return ErrOutOfMemory
+}
+
+// Eval evaluates a global script. flags are QuickJS JS_EVAL_* flags.
+func (in *Instance) Eval(code, filename string, flags int) (Value, error) {
+	cp, cl, err := in.writeString(code)
+	if err != nil {
+		return 0, err
+	}
+	defer in.freeGuest(cp)
+	fp, _, err := in.writeString(filename)
+	if err != nil {
+		return 0, err
+	}
+	defer in.freeGuest(fp)
+	return in.check(in.call(in.x.eval, uint64(cp), uint64(cl), uint64(fp), uint64(flags)))
+}
+
+// Eval flags (quickjs.h).
+const (
+	EvalStrict = 1 << 3
+)
+
+// Compile compiles a global script to engine bytecode without running it.
+// Bytecode is specific to the engine binary; [Instance.EvalBytecode] runs
+// it in any instance of the same Engine, skipping the parse.
+func (in *Instance) Compile(code, filename string, flags int) ([]byte, error) {
+	cp, cl, err := in.writeString(code)
+	if err != nil {
+		return nil, err
+	}
+	defer in.freeGuest(cp)
+	fp, _, err := in.writeString(filename)
+	if err != nil {
+		return nil, err
+	}
+	defer in.freeGuest(fp)
+	lp, err := in.malloc(4)
+	if err != nil {
+		return nil, err
+	}
+	defer in.freeGuest(lp)
+	const stripSource = 1 << 4
+	bp, err := in.call(in.x.compile, uint64(cp), uint64(cl), uint64(fp), uint64(flags), stripSource, uint64(lp))
+	if err != nil {
+		return nil, err
+	}
+	if bp == 0 {
+		return nil, in.takeException()
+	}
+	defer in.freeGuest(uint32(bp))
+	n, ok := in.mod.Memory().ReadUint32Le(lp)
+	if !ok {
+		return nil, ErrDead
+	}
+	b, ok := in.mod.Memory().Read(uint32(bp), n)
+	if !ok {
+		return nil, ErrDead
+	}
+	return append([]byte(nil), b...), nil
+}
+
+// EvalBytecode runs bytecode made by [Instance.Compile].
+func (in *Instance) EvalBytecode(code []byte) (Value, error) {
+	p, err := in.malloc(uint32(len(code)))
+	if err != nil {
+		return 0, err
+	}
+	defer in.freeGuest(p)
+	if !in.mod.Memory().Write(p, code) {
+		return 0, ErrDead
+	}
+	return in.check(in.call(in.x.evalBytecode, uint64(p), uint64(len(code))))
+}
+
+// Call calls fn with this and args (borrowed).
+func (in *Instance) Call(fn, this Value, args ...Value) (Value, error) {
+	var argv uint32
+	if len(args) > 0 {
+		p, err := in.malloc(uint32(len(args) * 4))
+		if err != nil {
+			return 0, err
+		}
+		defer in.freeGuest(p)
+		for i, a := range args {
+			in.mod.Memory().WriteUint32Le(p+uint32(i)*4, uint32(a))
+		}
+		argv = p
+	}
+	return in.check(in.call(in.x.call, uint64(fn), uint64(this), uint64(len(args)), uint64(argv)))
+}
+
+// GetProp reads obj[name].
+func (in *Instance) GetProp(obj Value, name string) (Value, error) {
+	p, _, err := in.writeString(name)
+	if err != nil {
+		return 0, err
+	}
+	defer in.freeGuest(p)
+	return in.check(in.call(in.x.getPropString, uint64(obj), uint64(p)))
+}
+
+// SetProp assigns obj[name] = v (v stays owned by the caller).
+func (in *Instance) SetProp(obj Value, name string, v Value) error {
+	p, _, err := in.writeString(name)
+	if err != nil {
+		return err
+	}
+	defer in.freeGuest(p)
+	rc, err := in.call(in.x.setPropString, uint64(obj), uint64(p), uint64(v))
+	if err != nil {
+		return err
+	}
+	if int32(rc) < 0 {
+		return in.takeException()
+	}
+	return nil
+}
+
+// NewString makes a guest string from UTF-8 (or WTF-8) text.
+func (in *Instance) NewString(s string) (Value, error) {
+	p, l, err := in.writeString(s)
+	if err != nil {
+		return 0, err
+	}
+	defer in.freeGuest(p)
+	return in.check(in.call(in.x.newString, uint64(p), uint64(l)))
+}
+
+// Undefined returns a new box holding undefined.
+func (in *Instance) Undefined() (Value, error) {
+	return in.check(in.call(in.x.getUndefined))
+}
+
+// NewHostFunction makes a guest function whose calls reach the instance's
+// HostFunc with this name.
+func (in *Instance) NewHostFunction(name string) (Value, error) {
+	p, l, err := in.writeString(name)
+	if err != nil {
+		return 0, err
+	}
+	defer in.freeGuest(p)
+	return in.check(in.call(in.x.newHostFunction, uint64(p), uint64(l), 0))
+}
+
+// IsString reports whether v holds a string.
+func (in *Instance) IsString(v Value) bool {
+	r, err := in.call(in.x.isString, uint64(v))
+	return err == nil && r != 0
+}
+
+// Float64 converts v with ToNumber semantics for primitives.
+func (in *Instance) Float64(v Value) float64 {
+	r, err := in.call(in.x.getFloat64, uint64(v))
+	if err != nil {
+		return 0
+	}
+	return api.DecodeF64(r)
+}
+
+// String converts v to a Go string (ToString semantics; call only on
+// strings or values whose conversion runs no guest code).
+func (in *Instance) String(v Value) (string, error) {
+	lp, err := in.malloc(4)
+	if err != nil {
+		return "", err
+	}
+	defer in.freeGuest(lp)
+	sp, err := in.call(in.x.getStringLen, uint64(v), uint64(lp))
+	if err != nil {
+		return "", err
+	}
+	if sp == 0 {
+		return "", in.takeException()
+	}
+	defer func() { _, _ = in.call(in.x.freeCString, sp) }()
+	n, ok := in.mod.Memory().ReadUint32Le(lp)
+	if !ok {
+		return "", ErrDead
+	}
+	b, ok := in.mod.Memory().Read(uint32(sp), n)
+	if !ok {
+		return "", ErrDead
+	}
+	return string(b), nil
+}
+
+// PromiseState returns 0 pending, 1 fulfilled, 2 rejected (-1 not a promise).
+func (in *Instance) PromiseState(p Value) int {
+	r, err := in.call(in.x.promiseState, uint64(p))
+	if err != nil {
+		return -1
+	}
+	return int(int32(r))
+}
+
+// PromiseResult returns a settled promise's value or reason.
+func (in *Instance) PromiseResult(p Value) (Value, error) {
+	return in.check(in.call(in.x.promiseResult, uint64(p)))
+}
+
+// RunJobs runs pending jobs (promise reactions) until none is left. A job
+// that ends in an uncatchable error stops the drain with that error.
+func (in *Instance) RunJobs() error {
+	for {
+		pending, err := in.call(in.x.isJobPending)
+		if err != nil {
+			return err
+		}
+		if pending == 0 {
+			return nil
+		}
+		rc, err := in.call(in.x.executePendingJob)
+		if err != nil {
+			return err
+		}
+		if int32(rc) < 0 {
+			if err := in.takeException(); err != nil {
+				var exc *Exception
+				if errors.As(err, &exc) {
+					in.Free(exc.Value)
+					continue
+				}
+				return err
+			}
+		}
+	}
+}
+
+// Identity returns the heap address of an object value, stable while it lives.
+func (in *Instance) Identity(v Value) uint32 {
+	return in.mustCall(in.x.getValuePtr, uint64(v))
+}
+
+// AllocatedSize returns the bytes counted against the memory limit.
+func (in *Instance) AllocatedSize() uint64 {
+	r, _ := in.call(in.x.getAllocatedSize)
+	return uint64(uint32(r))
+}
+
+// TakeRejections returns and clears the rejection-tracker events since the
+// last call. The caller owns the returned boxes.
+func (in *Instance) TakeRejections() (promises, reasons []Value, handled []bool) {
+	for _, r := range in.rejections {
+		promises = append(promises, r.promise)
+		reasons = append(reasons, r.reason)
+		handled = append(handled, r.handled)
+	}
+	in.rejections = nil
+	return promises, reasons, handled
+}
+
+// Interrupt asks running guest code to stop: the next poll of the
+// interrupt handler throws an uncatchable error, and every later entry
+// into guest code does the same. It is safe to call from any goroutine.
+//
+// QuickJS polls its handler only every 10,000 operations, which a loop of
+// expensive builtins can stretch to minutes. So Interrupt also sets the
+// engine's countdown to one, making the very next poll site (any call,
+// any backward jump) consult the handler, and keeps setting it every
+// millisecond until the instance is closed, because the engine's own
+// non-atomic decrement can overwrite a single write.
+func (in *Instance) Interrupt() {
+	if in.interrupted.Swap(true) {
+		return
+	}
+	in.pokeMu.Lock()
+	if in.released {
+		in.pokeMu.Unlock()
+		return
+	}
+	in.stopPoke = make(chan struct{})
+	stop := in.stopPoke
+	in.pokeLocked()
+	in.pokeMu.Unlock()
+	go func() {
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				in.pokeMu.Lock()
+				if in.released {
+					in.pokeMu.Unlock()
+					return
+				}
+				in.pokeLocked()
+				in.pokeMu.Unlock()
+			}
+		}
+	}()
+}
+
+// Interrupted reports whether Interrupt was called.
+func (in *Instance) Interrupted() bool { return in.interrupted.Load() }
+
+// Close releases the instance. It is idempotent.
+func (in *Instance) Close() {
+	in.pokeMu.Lock()
+	if in.released {
+		in.pokeMu.Unlock()
+		return
+	}
+	if in.stopPoke != nil {
+		close(in.stopPoke)
+	}
+	in.released = true
+	in.pokeMu.Unlock()
+	in.dead = true
+	if in.mod != nil {
+		_ = in.mod.Close(context.Background())
+	}
+	in.mem.release()
+	if in.counted {
+		in.e.live.Done()
+	}
+}

@@ -1,0 +1,106 @@
+package quickjs
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Guest memory and the one use of unsafe live here. Guest pointers are
+// uint32 offsets into the instance's linear memory; every access goes
+// through wazero's bounds-checked api.Memory except pokeLocked, which
+// writes one aligned int32 inside the reservation.
+
+func (in *Instance) malloc(n uint32) (uint32, error) {
+	p, err := in.call(in.x.malloc, uint64(n))
+	if err != nil {
+		return 0, err
+	}
+	if p == 0 {
+		return 0, ErrOutOfMemory
+	}
+	return uint32(p), nil
+}
+
+func (in *Instance) freeGuest(p uint32) {
+	if p != 0 {
+		_, _ = in.call(in.x.free, uint64(p))
+	}
+}
+
+// writeString copies s into a fresh NUL-terminated guest buffer.
+func (in *Instance) writeString(s string) (ptr, n uint32, err error) {
+	if uint64(len(s)) >= 1<<31 {
+		return 0, 0, fmt.Errorf("%w: string of %d bytes", ErrOutOfMemory, len(s))
+	}
+	p, err := in.malloc(uint32(len(s)) + 1)
+	if err != nil {
+		return 0, 0, err
+	}
+	buf, ok := in.mod.Memory().Read(p, uint32(len(s))+1)
+	if !ok {
+		in.freeGuest(p)
+		return 0, 0, ErrDead
+	}
+	copy(buf, s)
+	buf[len(s)] = 0
+	return p, uint32(len(s)), nil
+}
+
+// readCString reads a NUL-terminated guest string of at most 64 KiB.
+func (in *Instance) readCString(p uint32) (string, error) {
+	if in.dead {
+		return "", ErrDead
+	}
+	if p == 0 {
+		return "", errors.New("quickjs: null string")
+	}
+	mem := in.mod.Memory()
+	for n := uint32(0); n < 1<<16; n++ {
+		b, ok := mem.ReadByte(p + n)
+		if !ok {
+			return "", ErrDead
+		}
+		if b == 0 {
+			s, _ := mem.Read(p, n)
+			return string(s), nil
+		}
+	}
+	return "", errors.New("quickjs: unterminated string")
+}
+
+// throwString makes the guest throw s (as an Error-less string value) and
+// returns the trampoline's "exception" result, 0.
+func (in *Instance) throwString(s string) uint32 {
+	v, err := in.NewString(s)
+	if err != nil {
+		return 0
+	}
+	if r, err := in.call(in.x.throw, uint64(v)); err == nil {
+		in.Free(Value(r))
+	}
+	in.Free(v)
+	return 0
+}
+
+// pokeLocked sets the context's interrupt countdown to 1. Callers hold
+// pokeMu and have checked the reservation is still mapped. The guest
+// reads and writes the field with plain loads and stores; an atomic
+// store keeps the Go side free of torn writes and race reports.
+func (in *Instance) pokeLocked() {
+	off := uint64(in.ctxPtr) + uint64(in.e.counterOffset)
+	if in.ctxPtr == 0 || in.e.counterOffset == 0 || off+4 > uint64(len(in.mem.buf)) || off%4 != 0 {
+		return
+	}
+	atomic.StoreInt32((*int32)(unsafe.Pointer(&in.mem.buf[off])), 1)
+}
+
+// ctxBytes reads n bytes of the JSContext struct.
+func (in *Instance) ctxBytes(n uint32) ([]byte, bool) {
+	b, ok := in.mod.Memory().Read(in.ctxPtr, n)
+	if !ok {
+		return nil, false
+	}
+	return append([]byte(nil), b...), true
+}

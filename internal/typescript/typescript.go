@@ -1,0 +1,145 @@
+// Package typescript turns a program — the body of an async function,
+// written in JavaScript or TypeScript — into a script the sandbox runs,
+// and maps positions in that script back to the program's own lines.
+package typescript
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/evanw/esbuild/pkg/api"
+)
+
+// Program is a compiled program.
+type Program struct {
+	// Script is strict-mode JavaScript whose completion value is the
+	// promise of the program's async function.
+	Script string
+	sm     *sourceMap
+}
+
+// Error is a program that does not compile.
+type Error struct {
+	// Unsupported marks syntax that is valid JavaScript but not allowed in
+	// a program (import and export statements).
+	Unsupported bool
+	Message     string
+	// Line and Column locate the error in the program (1-based; Column
+	// counts characters). Zero when unknown.
+	Line, Column int
+}
+
+func (e *Error) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%d:%d: %s", e.Line, e.Column, e.Message)
+	}
+	return e.Message
+}
+
+// ErrEmpty is the message for a program with no code.
+const emptyMessage = "the program is empty: write the body of an async function and return a value"
+
+// The program becomes the body of an async arrow function. The header
+// sits on its own line, so program line n is script line n+1.
+const (
+	header = "(async () => {\n"
+	footer = "\n})()"
+)
+
+// Compile strips TypeScript syntax and wraps the program.
+func Compile(code string) (*Program, error) {
+	if strings.TrimSpace(code) == "" {
+		return nil, &Error{Message: emptyMessage}
+	}
+	res := api.Transform(header+code+footer, api.TransformOptions{
+		Loader:         api.LoaderTS,
+		Target:         api.ES2022,
+		Sourcemap:      api.SourceMapExternal,
+		SourcesContent: api.SourcesContentExclude,
+		Sourcefile:     "program.ts",
+		Charset:        api.CharsetUTF8,
+		LegalComments:  api.LegalCommentsNone,
+		LogLimit:       1,
+		TsconfigRaw:    `{"compilerOptions":{"useDefineForClassFields":true,"verbatimModuleSyntax":false}}`,
+	})
+	if len(res.Errors) > 0 {
+		return nil, toError(code, res.Errors[0])
+	}
+	sm, err := parseSourceMap(res.Map)
+	if err != nil {
+		return nil, fmt.Errorf("typescript: source map: %w", err)
+	}
+	return &Program{Script: string(res.Code), sm: sm}, nil
+}
+
+func toError(code string, m api.Message) *Error {
+	e := &Error{Message: m.Text}
+	loc := m.Location
+	if loc == nil {
+		return e
+	}
+	line := loc.Line - 1 // the header line
+	if line < 1 {
+		return e
+	}
+	lines := strings.Split(code, "\n")
+	if line > len(lines) {
+		// Past the program's end: the footer (e.g. an unclosed block).
+		last := lines[len(lines)-1]
+		e.Line, e.Column = len(lines), utf8.RuneCountInString(last)+1
+		return e
+	}
+	text := lines[line-1]
+	col := loc.Column
+	if col > len(text) {
+		col = len(text)
+	}
+	e.Line, e.Column = line, utf8.RuneCountInString(text[:col])+1
+	// An import or export statement inside the function body is a syntax
+	// error to esbuild, reported at the keyword or just after it.
+	for _, at := range []int{col, len(text) - len(strings.TrimLeft(text, " \t"))} {
+		if isModuleStatement(text[at:]) {
+			e.Unsupported = true
+			e.Column = utf8.RuneCountInString(text[:at]) + 1
+			e.Message = "import and export statements are not supported: a program cannot load modules; call the tools object instead"
+			break
+		}
+	}
+	return e
+}
+
+// isModuleStatement reports whether text starts an import or export
+// statement (not a dynamic import() call or import.meta).
+func isModuleStatement(text string) bool {
+	for _, kw := range []string{"import", "export"} {
+		if !strings.HasPrefix(text, kw) {
+			continue
+		}
+		rest := strings.TrimLeft(text[len(kw):], " \t")
+		if rest == "" {
+			return true
+		}
+		switch rest[0] {
+		case '(', '.':
+			return kw == "export"
+		}
+		return true
+	}
+	return false
+}
+
+// Position maps a 1-based line and column of Script back to the program.
+func (p *Program) Position(line, column int) (int, int, bool) {
+	if p == nil || p.sm == nil {
+		return 0, 0, false
+	}
+	sl, sc, ok := p.sm.lookup(line-1, column-1)
+	if !ok || sl < 1 {
+		return 0, 0, false
+	}
+	return sl, sc + 1, true
+}
+
+var errBadMap = errors.New("malformed mappings")

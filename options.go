@@ -1,0 +1,121 @@
+package codemode
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Options configure a [Runtime]. The zero value of every field means its
+// documented default.
+type Options struct {
+	// Tools is the tool tree programs can call.
+	Tools Tools
+
+	// Timeout bounds each run; zero means no limit. When it expires the run
+	// fails with TimeoutExceeded, keeps its logs, and the contexts of its
+	// tool calls are cancelled.
+	Timeout time.Duration
+
+	// MaxToolCalls bounds the tool calls a run may make; further calls
+	// reject with a catchable ToolCallLimitExceeded. Zero means no limit; a
+	// negative value allows none.
+	MaxToolCalls int
+
+	// MaxOutputBytes bounds the bytes a Result carries: the value's JSON
+	// plus each log line and a newline. Going over never fails a run: an
+	// oversized value becomes a string holding its cut serialization and a
+	// marker, logs are kept from the start until the budget is spent and
+	// then a marker line, and Truncated is set. Zero means no limit; a
+	// negative value means a budget of zero bytes.
+	MaxOutputBytes int
+
+	// MaxMemoryBytes is the engine memory each run may allocate; beyond it
+	// the run fails with MemoryLimitExceeded. Zero means 64 MiB; it must
+	// lie between 1 MiB and 2 GiB.
+	MaxMemoryBytes int64
+
+	// MaxConcurrency is how many tool calls of one run execute at once;
+	// the rest wait in call order. Zero means 8.
+	MaxConcurrency int
+
+	// OnToolCallStart and OnToolCallEnd observe tool calls. They run on
+	// the calls' goroutines (so concurrently) and cannot fail the run: a
+	// panic in a hook is recovered and ignored.
+	OnToolCallStart func(ToolCallStart)
+	OnToolCallEnd   func(ToolCallEnd)
+
+	// CatalogBudget is the estimated tokens (characters / 4) of tool
+	// signatures that Instructions inlines. Zero means 2,000.
+	CatalogBudget int
+
+	// CacheDir keeps the engine's compiled code on disk so a new process
+	// starts in milliseconds instead of hundreds. Empty means compile in
+	// memory, once per process.
+	CacheDir string
+
+	// HardDeadline stops a run at its deadline even inside one long builtin
+	// call, at a 3-7x cost in compute speed. See RATIONALE.md.
+	HardDeadline bool
+}
+
+// ToolCallStart is passed to Options.OnToolCallStart when an admitted call
+// starts running (after waiting for a concurrency slot).
+type ToolCallStart struct {
+	Index int // admission order within the run, from 0
+	Name  string
+	Input json.RawMessage
+}
+
+// ToolCallEnd is passed to Options.OnToolCallEnd when a call finishes.
+type ToolCallEnd struct {
+	Index    int
+	Name     string
+	Input    json.RawMessage
+	Duration time.Duration
+	// Outcome is "ok", "error" (the tool failed), "invalid-output" (it
+	// returned something that is not plain data) or "cancelled" (the run
+	// ended or the call lost a Promise.race first).
+	Outcome string
+	// Message is what the program saw for a failure; empty on success.
+	Message string
+}
+
+// Defaults for zero Options fields.
+const (
+	DefaultMaxMemoryBytes = 64 << 20
+	DefaultMaxConcurrency = 8
+	DefaultCatalogBudget  = 2000
+)
+
+// ErrInvalidOptions wraps every error New returns for bad Options.
+var ErrInvalidOptions = errors.New("codemode: invalid options")
+
+func (o *Options) normalize() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	}
+	if o.Timeout < 0 {
+		return bad("Timeout %v is negative", o.Timeout)
+	}
+	switch {
+	case o.MaxMemoryBytes == 0:
+		o.MaxMemoryBytes = DefaultMaxMemoryBytes
+	case o.MaxMemoryBytes < 1<<20 || o.MaxMemoryBytes > 2<<30:
+		return bad("MaxMemoryBytes %d is outside 1 MiB..2 GiB", o.MaxMemoryBytes)
+	}
+	switch {
+	case o.MaxConcurrency == 0:
+		o.MaxConcurrency = DefaultMaxConcurrency
+	case o.MaxConcurrency < 0:
+		return bad("MaxConcurrency %d is negative", o.MaxConcurrency)
+	}
+	switch {
+	case o.CatalogBudget == 0:
+		o.CatalogBudget = DefaultCatalogBudget
+	case o.CatalogBudget < 0:
+		return bad("CatalogBudget %d is negative", o.CatalogBudget)
+	}
+	return nil
+}

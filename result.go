@@ -1,0 +1,102 @@
+package codemode
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Result is the outcome of one run. It marshals to the JSON the model sees:
+//
+//	{"ok":true, "value":V, "logs":[...]?, "truncated":true?, "toolCalls":[...]}
+//	{"ok":false, "error":{"kind":K, "message":M, "location":{...}?, "suggestions":[...]?}, "logs":[...]?, "truncated":true?, "toolCalls":[...]}
+type Result struct {
+	OK bool `json:"ok"`
+	// Value is the program's return value as JSON (null when it returned
+	// nothing). Set only when OK.
+	Value json.RawMessage `json:"value,omitempty"`
+	// Error says why the run failed. Set only when not OK.
+	Error *Diagnostic `json:"error,omitempty"`
+	// Logs are the console lines, in order.
+	Logs []string `json:"logs,omitempty"`
+	// Truncated reports that MaxOutputBytes cut the value or the logs.
+	Truncated bool `json:"truncated,omitempty"`
+	// ToolCalls lists the admitted tool calls in admission order, whether
+	// they succeeded or failed. Never nil.
+	ToolCalls []ToolCall `json:"toolCalls"`
+}
+
+// ToolCall is one entry of the tool-call audit.
+type ToolCall struct {
+	// Name is the tool's dot-joined path, e.g. "orders.lookup".
+	Name string `json:"name"`
+}
+
+// Diagnostic describes a failed run.
+type Diagnostic struct {
+	Kind    Kind   `json:"kind"`
+	Message string `json:"message"`
+	// Location is where in the program the failure arose, when known.
+	Location *Location `json:"location,omitempty"`
+	// Suggestions are fixes the model can apply.
+	Suggestions []string `json:"suggestions,omitempty"`
+}
+
+// Error implements error, so a Diagnostic can travel as one.
+func (d *Diagnostic) Error() string {
+	if d.Location != nil {
+		return fmt.Sprintf("%s at %d:%d: %s", d.Kind, d.Location.Line, d.Location.Column, d.Message)
+	}
+	return string(d.Kind) + ": " + d.Message
+}
+
+// Location is a 1-based position in the program's own text.
+type Location struct {
+	Line   int `json:"line"`
+	Column int `json:"column"`
+}
+
+// Kind classifies a failed run. The set is closed.
+type Kind string
+
+// The diagnostic kinds.
+const (
+	// ParseError: the program is not valid JavaScript or TypeScript, or is empty.
+	ParseError Kind = "ParseError"
+	// UnsupportedSyntax: valid syntax a program may not use (import, export).
+	UnsupportedSyntax Kind = "UnsupportedSyntax"
+	// UnknownTool: a call named no tool.
+	UnknownTool Kind = "UnknownTool"
+	// InvalidToolInput: a call's input failed the tool's input schema.
+	InvalidToolInput Kind = "InvalidToolInput"
+	// InvalidToolOutput: a tool returned something that is not plain data.
+	InvalidToolOutput Kind = "InvalidToolOutput"
+	// InvalidDataValue: the program passed or returned something that is
+	// not plain data (a function, a cycle, a BigInt, a Promise, ...).
+	InvalidDataValue Kind = "InvalidDataValue"
+	// ToolCallLimitExceeded: the run made more tool calls than allowed.
+	ToolCallLimitExceeded Kind = "ToolCallLimitExceeded"
+	// TimeoutExceeded: the run took longer than its timeout.
+	TimeoutExceeded Kind = "TimeoutExceeded"
+	// MemoryLimitExceeded: the program used more memory than allowed.
+	MemoryLimitExceeded Kind = "MemoryLimitExceeded"
+	// ToolFailure: a tool failed.
+	ToolFailure Kind = "ToolFailure"
+	// ExecutionFailure: the program threw, can never finish, or the run
+	// was cancelled.
+	ExecutionFailure Kind = "ExecutionFailure"
+)
+
+var kinds = []Kind{
+	ParseError, UnsupportedSyntax, UnknownTool, InvalidToolInput, InvalidToolOutput,
+	InvalidDataValue, ToolCallLimitExceeded, TimeoutExceeded, MemoryLimitExceeded,
+	ToolFailure, ExecutionFailure,
+}
+
+func isKind(s string) bool {
+	for _, k := range kinds {
+		if string(k) == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,743 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/codemode-go/codemode/internal/quickjs"
+)
+
+// ErrClosed is returned by Run after Close.
+var ErrClosed = errors.New("sandbox: closed")
+
+// detachGrace is how long Run waits, after interrupting the engine at the
+// deadline, before it returns without it. The engine stops at its next
+// poll site; only a single builtin call on a huge value (bounded by the
+// memory limit) can take longer, and then the run's goroutine finishes on
+// its own shortly after.
+const detachGrace = 25 * time.Millisecond
+
+// Run runs one program. Program failures are reported in Result.Failure;
+// the error is non-nil only for an invalid request or a closed Sandbox.
+func (s *Sandbox) Run(ctx context.Context, req Request) (Result, error) {
+	if err := validate(&req); err != nil {
+		return Result{}, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return Result{}, ErrClosed
+	}
+	s.runs.Add(1)
+	s.mu.Unlock()
+
+	if req.MemoryBytes == 0 {
+		req.MemoryBytes = DefaultMemoryBytes
+	}
+	if req.MaxLogBytes == 0 {
+		req.MaxLogBytes = DefaultMaxLogBytes
+	}
+	r := &run{
+		s:           s,
+		req:         req,
+		caller:      ctx,
+		inflight:    map[int]context.CancelFunc{},
+		timers:      map[int]time.Time{},
+		completions: make(chan completion, 16),
+		stop:        make(chan struct{}),
+		expired:     make(chan struct{}),
+		finished:    make(chan struct{}),
+		rejected:    map[uint32]rejection{},
+	}
+	// r.ctx carries the deadline and the caller's cancellation to call
+	// work; engineCtx, a little later, to the engine (it matters only with
+	// HardDeadline, where its end kills the instance).
+	var cancelTools, cancelEngine context.CancelFunc
+	if req.Timeout > 0 {
+		r.deadline = time.Now().Add(req.Timeout)
+		r.ctx, cancelTools = context.WithDeadline(ctx, r.deadline)
+		r.engineCtx, cancelEngine = context.WithDeadline(ctx, r.deadline.Add(detachGrace))
+	} else {
+		r.ctx, cancelTools = context.WithCancel(ctx)
+		r.engineCtx, cancelEngine = context.WithCancel(ctx)
+	}
+	r.cancel = func() { cancelTools(); cancelEngine() }
+
+	go r.work()
+
+	var watch <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(req.Timeout)
+		defer t.Stop()
+		watch = t.C
+	}
+	select {
+	case <-r.finished:
+	case <-watch:
+		r.expire(Timeout)
+	case <-ctx.Done():
+		r.expire(Abort)
+	}
+	select {
+	case <-r.finished:
+	case <-time.After(detachGrace):
+		r.detach()
+	}
+	return r.result(), nil
+}
+
+// completion is a finished call, posted by its goroutine.
+type completion struct {
+	id  int
+	out json.RawMessage
+	err error
+}
+
+type rejection struct {
+	promise, reason quickjs.Value
+}
+
+type run struct {
+	s      *Sandbox
+	req    Request
+	caller    context.Context
+	ctx       context.Context // for call work
+	engineCtx context.Context // for the engine instance
+	cancel    context.CancelFunc
+
+	deadline time.Time
+	in       *quickjs.Instance
+	ctl      controls
+	main     quickjs.Value
+
+	inflight    map[int]context.CancelFunc
+	timers      map[int]time.Time
+	completions chan completion
+	stop        chan struct{} // closed when the run ends: late completions are dropped
+	expired     chan struct{} // closed by expire
+	finished    chan struct{} // closed when work returns
+
+	rejected map[uint32]rejection // unhandled rejections by promise identity
+	settled  bool
+
+	mu       sync.Mutex // guards the fields below (read by Run on detach)
+	expiry   FailureKind
+	complete bool // work has recorded its outcome; a later expiry is moot
+	detached bool
+	res      Result
+	logBytes int
+}
+
+type controls struct {
+	obj                                                            quickjs.Value
+	install, settle, fire, cancelTimers, start, finish, describe, callID quickjs.Value
+}
+
+func (r *run) expire(kind FailureKind) {
+	r.mu.Lock()
+	if r.complete {
+		r.mu.Unlock()
+		return
+	}
+	if r.expiry == "" {
+		r.expiry = kind
+		close(r.expired)
+	}
+	in := r.in
+	r.mu.Unlock()
+	if in != nil {
+		in.Interrupt()
+	}
+}
+
+// detach gives up waiting for the engine: the run's result is final as of
+// now, and the worker goroutine cleans up when the engine returns.
+func (r *run) detach() {
+	r.mu.Lock()
+	r.detached = true
+	r.mu.Unlock()
+	r.cancel()
+}
+
+func (r *run) result() Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res := r.res
+	res.Logs = append([]Log(nil), r.res.Logs...)
+	if r.expiry != "" {
+		res.Value = nil
+		res.Failure = r.expiryFailure()
+	}
+	return res
+}
+
+func (r *run) expiryFailure() *Failure {
+	if r.expiry == Timeout {
+		return &Failure{Kind: Timeout, Message: fmt.Sprintf("the program did not finish within %s", r.req.Timeout)}
+	}
+	msg := "the run was cancelled by its caller"
+	if err := r.caller.Err(); err != nil {
+		msg += ": " + err.Error()
+	}
+	return &Failure{Kind: Abort, Message: msg}
+}
+
+// work owns the engine instance for the whole run.
+func (r *run) work() {
+	defer r.s.runs.Done()
+	defer close(r.finished)
+	defer r.cancel()
+	defer close(r.stop)
+	defer func() {
+		for _, c := range r.inflight {
+			c()
+		}
+	}()
+	f := r.execute()
+	r.mu.Lock()
+	if f != nil && !r.detached {
+		r.res.Failure = f
+		r.res.Value = nil
+	}
+	r.complete = true
+	r.mu.Unlock()
+}
+
+func (r *run) execute() *Failure {
+	in, err := r.s.engine.NewInstance(r.engineCtx, quickjs.InstanceConfig{MemoryLimit: r.req.MemoryBytes, StackSize: stackSize, Host: r.host})
+	if err != nil {
+		return &Failure{Kind: WorkerExit, Message: "the engine could not start: " + err.Error()}
+	}
+	defer in.Close()
+	r.mu.Lock()
+	r.in = in
+	expired := r.expiry != ""
+	r.mu.Unlock()
+	if expired {
+		in.Interrupt()
+	}
+	defer r.freeRejections()
+	if err := r.boot(); err != nil {
+		return r.engineFailure(err)
+	}
+	v, err := in.Eval(r.req.Program, programFile, quickjs.EvalStrict)
+	if err != nil {
+		f := r.engineFailure(err)
+		if f != nil && f.Kind == Exception && f.Name == "SyntaxError" {
+			f.Syntax = true
+		}
+		return f
+	}
+	main, err := in.Call(r.ctl.start, r.ctl.obj, v)
+	in.Free(v)
+	if err != nil {
+		return r.engineFailure(err)
+	}
+	r.main = main
+	return r.loop()
+}
+
+// stackSize leaves a margin below the engine build's C stack (1 MiB, where
+// recursion traps instead of throwing) for builtins that recurse natively.
+const stackSize = 800 << 10
+
+const programFile = "program.js"
+
+// boot evaluates the prelude and installs the bindings.
+func (r *run) boot() error {
+	in := r.in
+	fn, err := in.EvalBytecode(r.s.boot)
+	if err != nil {
+		return err
+	}
+	defer in.Free(fn)
+	hostFn, err := in.NewHostFunction("host")
+	if err != nil {
+		return err
+	}
+	defer in.Free(hostFn)
+	ctl, err := in.Call(fn, in.Global(), hostFn)
+	if err != nil {
+		return err
+	}
+	r.ctl.obj = ctl
+	for name, dst := range map[string]*quickjs.Value{
+		"install": &r.ctl.install, "settle": &r.ctl.settle, "fire": &r.ctl.fire,
+		"cancelTimers": &r.ctl.cancelTimers, "start": &r.ctl.start, "finish": &r.ctl.finish,
+		"describe": &r.ctl.describe, "callId": &r.ctl.callID,
+	} {
+		if *dst, err = in.GetProp(ctl, name); err != nil {
+			return err
+		}
+	}
+	type nsSpec struct {
+		Name       string      `json:"name"`
+		Members    [][]string  `json:"members"`
+		ErrorClass *ErrorClass `json:"errorClass,omitempty"`
+	}
+	specs := make([]nsSpec, len(r.req.Bindings))
+	for i, ns := range r.req.Bindings {
+		specs[i] = nsSpec{Name: ns.Name, Members: ns.Members, ErrorClass: ns.ErrorClass}
+		if specs[i].Members == nil {
+			specs[i].Members = [][]string{}
+		}
+	}
+	spec, err := json.Marshal(specs)
+	if err != nil {
+		return err
+	}
+	_, err = r.callString(r.ctl.install, string(spec))
+	return err
+}
+
+// callString calls a control function with string arguments and returns
+// its result as a string ("" for undefined).
+func (r *run) callString(fn quickjs.Value, args ...string) (string, error) {
+	in := r.in
+	boxes := make([]quickjs.Value, 0, len(args))
+	defer func() {
+		for _, b := range boxes {
+			in.Free(b)
+		}
+	}()
+	for _, a := range args {
+		b, err := in.NewString(a)
+		if err != nil {
+			return "", err
+		}
+		boxes = append(boxes, b)
+	}
+	return r.callValues(fn, boxes...)
+}
+
+func (r *run) callValues(fn quickjs.Value, args ...quickjs.Value) (string, error) {
+	in := r.in
+	v, err := in.Call(fn, r.ctl.obj, args...)
+	if err != nil {
+		return "", err
+	}
+	defer in.Free(v)
+	if !in.IsString(v) {
+		return "", nil
+	}
+	return in.String(v)
+}
+
+// loop drives the program until its promise settles and every call it
+// started has finished, then applies the end-of-run checks.
+func (r *run) loop() *Failure {
+	in := r.in
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		if err := in.RunJobs(); err != nil {
+			return r.engineFailure(err)
+		}
+		r.trackRejections()
+		if !r.settled {
+			switch in.PromiseState(r.main) {
+			case 1:
+				r.settled = true
+				if f := r.settleValue(); f != nil {
+					return f
+				}
+			case 2:
+				r.settled = true
+				reason, err := in.PromiseResult(r.main)
+				if err != nil {
+					return r.engineFailure(err)
+				}
+				f := r.describeThrown(reason)
+				in.Free(reason)
+				return f
+			}
+			if r.settled {
+				if _, err := r.callValues(r.ctl.cancelTimers); err != nil {
+					return r.engineFailure(err)
+				}
+				clear(r.timers)
+				continue
+			}
+		}
+		if r.settled && len(r.inflight) == 0 {
+			return r.unawaitedFailure()
+		}
+		if !r.settled && len(r.inflight) == 0 && len(r.timers) == 0 {
+			return &Failure{Kind: Exception, Deadlock: true, Name: "Error",
+				Message: "the program is waiting for a promise that nothing can settle: no call or timer is pending"}
+		}
+		var timerC <-chan time.Time
+		if next, ok := r.nextTimer(); ok {
+			d := time.Until(next)
+			if timer == nil {
+				timer = time.NewTimer(d)
+			} else {
+				timer.Reset(d)
+			}
+			timerC = timer.C
+		}
+		select {
+		case c := <-r.completions:
+			if err := r.deliver(c); err != nil {
+				return r.engineFailure(err)
+			}
+		case <-timerC:
+			if err := r.fireDue(); err != nil {
+				return r.engineFailure(err)
+			}
+		case <-r.expired:
+			return nil // result() reports the expiry
+		}
+	}
+}
+
+func (r *run) nextTimer() (time.Time, bool) {
+	var next time.Time
+	ok := false
+	for _, t := range r.timers {
+		if !ok || t.Before(next) {
+			next, ok = t, true
+		}
+	}
+	return next, ok
+}
+
+func (r *run) fireDue() error {
+	now := time.Now()
+	// Fire in due order, one at a time, running jobs between callbacks.
+	for {
+		id, due := 0, time.Time{}
+		for tid, t := range r.timers {
+			if !t.After(now) && (id == 0 || t.Before(due) || (t.Equal(due) && tid < id)) {
+				id, due = tid, t
+			}
+		}
+		if id == 0 {
+			return nil
+		}
+		delete(r.timers, id)
+		if _, err := r.callString(r.ctl.fire, strconv.Itoa(id)); err != nil {
+			var exc *quickjs.Exception
+			if errors.As(err, &exc) {
+				// A throwing timer callback is an uncaught exception, as in node.
+				f := r.describeThrown(exc.Value)
+				r.in.Free(exc.Value)
+				return failureError{f}
+			}
+			return err
+		}
+		if err := r.in.RunJobs(); err != nil {
+			return err
+		}
+	}
+}
+
+func (r *run) deliver(c completion) error {
+	if _, ok := r.inflight[c.id]; !ok {
+		return nil // cancelled (lost a race)
+	}
+	delete(r.inflight, c.id)
+	ok, payload := "1", string(c.out)
+	if c.err != nil {
+		ce := &CallError{Kind: "Error", Message: "the call failed"}
+		errors.As(c.err, &ce)
+		b, _ := json.Marshal(map[string]string{"kind": ce.Kind, "message": ce.Message})
+		ok, payload = "0", string(b)
+	} else if !json.Valid(c.out) {
+		b, _ := json.Marshal(map[string]string{"kind": "Error", "message": "the call returned invalid JSON"})
+		ok, payload = "0", string(b)
+	}
+	idBox, err := r.in.NewString(strconv.Itoa(c.id))
+	if err != nil {
+		return err
+	}
+	defer r.in.Free(idBox)
+	okBox, err := r.in.NewString(ok)
+	if err != nil {
+		return err
+	}
+	defer r.in.Free(okBox)
+	pBox, err := r.in.NewString(payload)
+	if err != nil {
+		return err
+	}
+	defer r.in.Free(pBox)
+	_, err = r.callValues(r.ctl.settle, idBox, okBox, pBox)
+	return err
+}
+
+// settleValue serializes the fulfilled value.
+func (r *run) settleValue() *Failure {
+	in := r.in
+	v, err := in.PromiseResult(r.main)
+	if err != nil {
+		return r.engineFailure(err)
+	}
+	out, err := r.callValues(r.ctl.finish, v)
+	in.Free(v)
+	if err != nil {
+		return r.engineFailure(err)
+	}
+	if len(out) == 0 {
+		return &Failure{Kind: WorkerExit, Message: "the engine returned no result"}
+	}
+	if out[0] == '0' {
+		var d described
+		_ = json.Unmarshal([]byte(out[1:]), &d)
+		return &Failure{Kind: InvalidOutput, Message: d.Message, Name: d.Name}
+	}
+	text := out[1:]
+	var f *Failure
+	if max := r.req.MaxOutputBytes; max > 0 && len(text) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		text = text[:cut]
+		f = &Failure{Kind: OutputLimit, Message: fmt.Sprintf("the value's JSON is %d bytes, over the %d-byte limit", len(out)-1, max)}
+	}
+	r.mu.Lock()
+	r.res.Value = json.RawMessage(text)
+	r.res.ValueBytes = len(out) - 1
+	if f != nil {
+		r.res.Failure = f
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+type described struct {
+	Name     string `json:"name"`
+	Message  string `json:"message"`
+	Stack    string `json:"stack"`
+	Kind     string `json:"kind"`
+	Member   string `json:"member"`
+	Boundary bool   `json:"boundary"`
+}
+
+var stackLoc = regexp.MustCompile(regexp.QuoteMeta(programFile) + `:(\d+):(\d+)`)
+
+// describeThrown turns a thrown value into a Failure.
+func (r *run) describeThrown(v quickjs.Value) *Failure {
+	out, err := r.callValues(r.ctl.describe, v)
+	if err != nil {
+		return r.engineFailure(err)
+	}
+	var d described
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		return &Failure{Kind: Exception, Message: "an exception that could not be described"}
+	}
+	f := &Failure{Kind: Exception, Name: d.Name, Message: d.Message, Code: d.Kind, Member: d.Member, Stack: d.Stack}
+	if m := stackLoc.FindStringSubmatch(d.Stack); m != nil {
+		f.Line, _ = strconv.Atoi(m[1])
+		f.Column, _ = strconv.Atoi(m[2])
+	}
+	return f
+}
+
+type failureError struct{ f *Failure }
+
+func (e failureError) Error() string { return e.f.Message }
+
+// engineFailure maps an instance error to a Failure.
+func (r *run) engineFailure(err error) *Failure {
+	var fe failureError
+	if errors.As(err, &fe) {
+		return fe.f
+	}
+	var exc *quickjs.Exception
+	if errors.As(err, &exc) {
+		f := r.describeThrown(exc.Value)
+		r.in.Free(exc.Value)
+		return f
+	}
+	r.mu.Lock()
+	expiry := r.expiry
+	r.mu.Unlock()
+	if expiry != "" {
+		return nil // result() reports the expiry
+	}
+	switch {
+	case errors.Is(err, quickjs.ErrOutOfMemory):
+		return &Failure{Kind: Memory, Message: fmt.Sprintf("the program exceeded its memory limit of %d bytes", r.req.MemoryBytes)}
+	case errors.Is(err, quickjs.ErrInterrupted):
+		return &Failure{Kind: Timeout, Message: "the program was interrupted"}
+	}
+	return &Failure{Kind: WorkerExit, Message: "the engine stopped: " + err.Error()}
+}
+
+// trackRejections folds the engine's rejection events into the set of
+// promises rejected with no handler.
+func (r *run) trackRejections() {
+	promises, reasons, handled := r.in.TakeRejections()
+	for i, p := range promises {
+		id := r.in.Identity(p)
+		if old, ok := r.rejected[id]; ok {
+			r.in.Free(old.promise)
+			r.in.Free(old.reason)
+			delete(r.rejected, id)
+		}
+		if handled[i] {
+			r.in.Free(p)
+			r.in.Free(reasons[i])
+			continue
+		}
+		r.rejected[id] = rejection{promise: p, reason: reasons[i]}
+	}
+}
+
+func (r *run) freeRejections() {
+	for id, rj := range r.rejected {
+		r.in.Free(rj.promise)
+		r.in.Free(rj.reason)
+		delete(r.rejected, id)
+	}
+}
+
+// unawaitedFailure reports the earliest call whose promise rejected and
+// was never handled.
+func (r *run) unawaitedFailure() *Failure {
+	best, bestID := rejection{}, 0
+	for _, rj := range r.rejected {
+		s, err := r.callValues(r.ctl.callID, rj.promise)
+		if err != nil {
+			return r.engineFailure(err)
+		}
+		id, _ := strconv.Atoi(s)
+		if id > 0 && (bestID == 0 || id < bestID) {
+			best, bestID = rj, id
+		}
+	}
+	if bestID == 0 {
+		return nil
+	}
+	f := r.describeThrown(best.reason)
+	f.Unawaited = true
+	return f
+}
+
+// host serves the prelude's host(op, ...) calls.
+func (r *run) host(in *quickjs.Instance, name string, args []quickjs.Value) (quickjs.Value, error) {
+	if len(args) == 0 {
+		return in.Undefined()
+	}
+	op, err := in.String(args[0])
+	if err != nil {
+		return 0, err
+	}
+	str := func(i int) string {
+		if i >= len(args) {
+			return ""
+		}
+		s, _ := in.String(args[i])
+		return s
+	}
+	num := func(i int) int {
+		if i >= len(args) {
+			return 0
+		}
+		return int(in.Float64(args[i]))
+	}
+	switch op {
+	case "log":
+		r.log(str(1), str(2))
+	case "timer":
+		r.timers[num(1)] = time.Now().Add(time.Duration(num(2)) * time.Millisecond)
+	case "clearTimer":
+		delete(r.timers, num(1))
+	case "cancel":
+		if c, ok := r.inflight[num(1)]; ok {
+			c()
+			delete(r.inflight, num(1))
+		}
+	case "call":
+		refusal := r.startCall(num(1), num(2), str(3), str(4))
+		if refusal != "" {
+			return in.NewString(refusal)
+		}
+	}
+	return in.Undefined()
+}
+
+func (r *run) log(level, text string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.detached {
+		return
+	}
+	// Once a line is dropped, every later one is too, so the kept lines
+	// are always a prefix of the output.
+	if r.res.LogsDropped > 0 || r.logBytes+len(text)+1 > r.req.MaxLogBytes {
+		r.res.LogsDropped++
+		return
+	}
+	r.logBytes += len(text) + 1
+	r.res.Logs = append(r.res.Logs, Log{Level: level, Text: text})
+}
+
+// startCall admits a call and starts its work; it returns a JSON refusal
+// ({kind, message}) for a call rejected at once.
+func (r *run) startCall(id, nsIndex int, pathJSON, input string) string {
+	refuse := func(kind, msg string) string {
+		b, _ := json.Marshal(map[string]string{"kind": kind, "message": msg})
+		return string(b)
+	}
+	if nsIndex < 0 || nsIndex >= len(r.req.Bindings) {
+		return refuse("Error", "unknown namespace")
+	}
+	ns := r.req.Bindings[nsIndex]
+	var path []string
+	if err := json.Unmarshal([]byte(pathJSON), &path); err != nil {
+		return refuse("Error", "malformed call path")
+	}
+	work, err := admit(ns, Call{Path: path, Input: json.RawMessage(input)})
+	if err != nil {
+		ce := &CallError{Kind: "Error", Message: "the call was refused"}
+		errors.As(err, &ce)
+		return refuse(ce.Kind, ce.Message)
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	r.inflight[id] = cancel
+	go func() {
+		out, err := runWork(ctx, work)
+		select {
+		case r.completions <- completion{id: id, out: out, err: err}:
+		case <-r.stop:
+		}
+	}()
+	return ""
+}
+
+// admit calls Admit, turning a panic into a refusal.
+func admit(ns Namespace, c Call) (w Work, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			w, err = nil, &CallError{Kind: "Error", Message: "the call was refused"}
+		}
+	}()
+	return ns.Admit(c)
+}
+
+// runWork runs a call's work, turning a panic into an error.
+func runWork(ctx context.Context, w Work) (out json.RawMessage, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, fmt.Errorf("sandbox: call panicked: %v", p)
+		}
+	}()
+	if w == nil {
+		return json.RawMessage("null"), nil
+	}
+	return w(ctx)
+}

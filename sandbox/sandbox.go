@@ -1,0 +1,327 @@
+package sandbox
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/codemode-go/codemode/internal/quickjs"
+)
+
+//go:embed prelude.js
+var prelude string
+
+// FailureKind classifies why a run did not produce a value. The kinds are
+// orthogonal: exactly one applies to a failed run.
+type FailureKind string
+
+// Failure kinds.
+const (
+	// Exception: the program threw (or its promise rejected), it can never
+	// finish, or a call it never awaited failed.
+	Exception FailureKind = "exception"
+	// Timeout: the run exceeded Request.Timeout.
+	Timeout FailureKind = "timeout"
+	// Abort: the caller's context was cancelled.
+	Abort FailureKind = "abort"
+	// Memory: the program exceeded its memory limit.
+	Memory FailureKind = "memory"
+	// WorkerExit: the engine instance died (a trap) or could not start.
+	WorkerExit FailureKind = "worker-exit"
+	// InvalidOutput: the program's value is not plain data.
+	InvalidOutput FailureKind = "invalid-output"
+	// OutputLimit: the value's JSON exceeded Request.MaxOutputBytes;
+	// Result.Value holds its first MaxOutputBytes bytes.
+	OutputLimit FailureKind = "output-limit"
+)
+
+// Options configure a [Sandbox]. The zero value is ready to use.
+type Options struct {
+	// CacheDir keeps compiled engine code on disk across processes. Empty
+	// means compile in memory once per Sandbox (a few hundred milliseconds).
+	CacheDir string
+
+	// HardDeadline makes deadlines preemptive even inside a single long
+	// builtin call, at a large cost in compute speed. Off by default: see
+	// RATIONALE.md ("Why is the hard kill optional?").
+	HardDeadline bool
+}
+
+// Sandbox runs programs. It is safe for concurrent use; runs are
+// independent of each other.
+type Sandbox struct {
+	engine *quickjs.Engine
+	// boot is the prelude compiled once to engine bytecode: parsing it
+	// costs milliseconds per instance, loading bytecode a tenth of that.
+	boot []byte
+
+	mu     sync.Mutex
+	closed bool
+	runs   sync.WaitGroup
+}
+
+// New compiles the engine. This is the slow step; share the Sandbox.
+func New(ctx context.Context, opts Options) (*Sandbox, error) {
+	e, err := quickjs.NewEngine(ctx, quickjs.Config{CacheDir: opts.CacheDir, HardDeadline: opts.HardDeadline})
+	if err != nil {
+		return nil, err
+	}
+	boot, err := compileBoot(ctx, e)
+	if err != nil {
+		_ = e.Close(ctx)
+		return nil, err
+	}
+	return &Sandbox{engine: e, boot: boot}, nil
+}
+
+func compileBoot(ctx context.Context, e *quickjs.Engine) ([]byte, error) {
+	in, err := e.NewInstance(ctx, quickjs.InstanceConfig{})
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	b, err := in.Compile(prelude, "<prelude>", quickjs.EvalStrict)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: prelude does not compile: %w", err)
+	}
+	return b, nil
+}
+
+// Close waits for in-flight runs (including runs abandoned at their
+// deadline whose engine is still unwinding), then releases the engine.
+func (s *Sandbox) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.runs.Wait()
+	return s.engine.Close(context.Background())
+}
+
+// Language describes what programs are written in.
+type Language struct {
+	Name    string // "JavaScript"
+	Edition string // language level, e.g. "ES2023+"
+	Engine  string // the engine and version
+}
+
+// Language describes the language programs are run as.
+func (s *Sandbox) Language() Language {
+	return Language{Name: "JavaScript", Edition: "ES2023+", Engine: "QuickJS-NG " + s.engine.Version()}
+}
+
+// Isolation describes how runs are confined.
+type Isolation struct {
+	Mechanism   string // e.g. "wasm"
+	Description string
+}
+
+// Isolation describes the confinement of runs.
+func (s *Sandbox) Isolation() Isolation {
+	d := "each run gets a fresh WebAssembly instance (wazero, no WASI filesystem or network) with its own linear memory, memory limit and page cap; deadlines interrupt the engine cooperatively"
+	if s.engine.HardDeadline() {
+		d += " and kill the instance preemptively"
+	}
+	return Isolation{Mechanism: "wasm", Description: d}
+}
+
+// Request is one run.
+type Request struct {
+	// Program is a JavaScript script run as strict code. Its completion
+	// value is the run's value; when that value is a promise, the run
+	// waits for it. Errors are located in this text.
+	Program string
+
+	// Bindings are the namespaces the program can call.
+	Bindings []Namespace
+
+	// Timeout bounds the run; zero means none (the caller's context still
+	// applies).
+	Timeout time.Duration
+
+	// MemoryBytes is the engine memory limit; zero means DefaultMemoryBytes.
+	MemoryBytes uint64
+
+	// MaxOutputBytes caps the JSON text of the value; zero means no cap.
+	MaxOutputBytes int
+
+	// MaxLogBytes caps the console text kept; later lines are dropped and
+	// Result.LogsDropped counts them. Zero means DefaultMaxLogBytes.
+	MaxLogBytes int
+}
+
+// Defaults for Request fields left zero.
+const (
+	DefaultMemoryBytes = 64 << 20
+	DefaultMaxLogBytes = 1 << 20
+)
+
+// Namespace is a global object whose members are callable from the
+// program and served by the host. Members form a tree: a member path
+// ["orders", "lookup"] is called as name.orders.lookup(input). Every path
+// below the root is callable (unknown ones reach Admit too), and enumerating
+// a node lists its children in the order members are given.
+type Namespace struct {
+	// Name is the global binding: it must match [A-Za-z_][A-Za-z0-9_]* and
+	// be neither a reserved word nor a global the sandbox owns.
+	Name string
+
+	// Members are the callable paths; segments are arbitrary strings.
+	Members [][]string
+
+	// Admit is called synchronously, in call order, for every call. It
+	// returns the work to run, or a *CallError to reject the call at once.
+	// Work runs on its own goroutine and never touches the engine.
+	Admit func(Call) (Work, error)
+
+	// ErrorClass, when set, makes rejected calls instances of a global
+	// error class (see ErrorClass).
+	ErrorClass *ErrorClass
+}
+
+// ErrorClass declares the error class rejected calls become: a global
+// class extending Error, named Name, whose instances carry the
+// CallError's Kind in a "kind" property and the called member path
+// (dot-joined) in the property named Member.
+type ErrorClass struct {
+	Name   string `json:"name"`
+	Member string `json:"member"`
+	// DataKind is the kind given to calls refused in the program because
+	// their input is not plain data (default "InvalidDataValue").
+	DataKind string `json:"dataKind,omitempty"`
+}
+
+// Call describes one call of a binding member.
+type Call struct {
+	Path  []string        // member path below the namespace
+	Input json.RawMessage // the argument's JSON; {} when absent
+}
+
+// Work performs an admitted call. ctx is cancelled when the run ends,
+// times out, or the call loses a Promise.race.
+type Work func(ctx context.Context) (json.RawMessage, error)
+
+// CallError rejects a call with a kind and a message the program sees.
+type CallError struct {
+	Kind    string
+	Message string
+}
+
+func (e *CallError) Error() string { return e.Kind + ": " + e.Message }
+
+// Result is the outcome of a run.
+type Result struct {
+	// Value is the JSON text of the program's value when Failure is nil;
+	// with an OutputLimit failure, the first MaxOutputBytes bytes of it
+	// (cut at a UTF-8 boundary).
+	Value json.RawMessage
+	// ValueBytes is the full length of the value's JSON text.
+	ValueBytes int
+	// Logs are the console lines in order.
+	Logs []Log
+	// LogsDropped counts lines dropped beyond MaxLogBytes.
+	LogsDropped int
+	// Failure is nil for a successful run.
+	Failure *Failure
+}
+
+// Log is one console line.
+type Log struct {
+	Level string // log, info, warn, error, debug
+	Text  string
+}
+
+// Failure describes why a run failed.
+type Failure struct {
+	Kind FailureKind
+	// Message is the thrown error's message, or the sandbox's explanation.
+	Message string
+	// Name is the thrown error's name ("TypeError", or an ErrorClass name).
+	Name string
+	// Code is the "kind" of an ErrorClass instance (e.g. the CallError
+	// kind of a rejected call); Member its member path.
+	Code   string
+	Member string
+	// Line and Column locate the throw in Request.Program (1-based); zero
+	// when unknown.
+	Line, Column int
+	// Stack is the engine's stack trace of a thrown error, in Program
+	// coordinates.
+	Stack string
+	// Syntax marks a program that did not compile.
+	Syntax bool
+	// Unawaited marks a failed call the program never awaited.
+	Unawaited bool
+	// Deadlock marks a program that waited on a promise nothing could settle.
+	Deadlock bool
+}
+
+var (
+	identRe  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	reserved = map[string]bool{}
+)
+
+func init() {
+	for _, w := range []string{
+		// ECMAScript reserved words, strict-mode and contextual words.
+		"break", "case", "catch", "class", "const", "continue", "debugger", "default", "delete", "do",
+		"else", "enum", "export", "extends", "false", "finally", "for", "function", "if", "import", "in",
+		"instanceof", "new", "null", "return", "super", "switch", "this", "throw", "true", "try", "typeof",
+		"var", "void", "while", "with", "yield", "let", "static", "implements", "interface", "package",
+		"private", "protected", "public", "await", "async", "arguments", "eval", "undefined", "NaN", "Infinity",
+		// Globals the sandbox owns.
+		"globalThis", "console", "setTimeout", "clearTimeout", "setInterval", "clearInterval",
+		"Function", "Object", "Array", "Promise", "JSON", "Math", "Reflect", "Proxy", "Error", "Symbol",
+		"String", "Number", "Boolean", "Date", "RegExp", "Map", "Set", "WeakMap", "WeakSet", "URL",
+		"URLSearchParams", "queueMicrotask", "structuredClone",
+	} {
+		reserved[w] = true
+	}
+}
+
+// ErrInvalidRequest reports a malformed Request (a bad namespace name, a
+// duplicate, a nil Admit).
+var ErrInvalidRequest = errors.New("sandbox: invalid request")
+
+func validate(req *Request) error {
+	seen := map[string]bool{}
+	for _, ns := range req.Bindings {
+		if !identRe.MatchString(ns.Name) || reserved[ns.Name] {
+			return fmt.Errorf("%w: namespace name %q is not a usable global name", ErrInvalidRequest, ns.Name)
+		}
+		if ns.ErrorClass != nil {
+			ec := ns.ErrorClass
+			if !identRe.MatchString(ec.Name) || reserved[ec.Name] || ec.Name == ns.Name {
+				return fmt.Errorf("%w: error class name %q is not a usable global name", ErrInvalidRequest, ec.Name)
+			}
+			if seen[ec.Name] {
+				return fmt.Errorf("%w: global %q bound twice", ErrInvalidRequest, ec.Name)
+			}
+			seen[ec.Name] = true
+			if ec.Member == "" || ec.Member == "kind" || ec.Member == "name" || ec.Member == "message" {
+				return fmt.Errorf("%w: error class member property %q", ErrInvalidRequest, ec.Member)
+			}
+		}
+		if seen[ns.Name] {
+			return fmt.Errorf("%w: global %q bound twice", ErrInvalidRequest, ns.Name)
+		}
+		seen[ns.Name] = true
+		if ns.Admit == nil {
+			return fmt.Errorf("%w: namespace %q has no Admit", ErrInvalidRequest, ns.Name)
+		}
+		for _, m := range ns.Members {
+			if len(m) == 0 {
+				return fmt.Errorf("%w: namespace %q has an empty member path", ErrInvalidRequest, ns.Name)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,246 @@
+package codemode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"unicode"
+)
+
+// searchInput is the argument of tools.$codemode.search.
+type searchInput struct {
+	Query     string `json:"query,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	Limit     *int   `json:"limit,omitempty"`
+	Offset    *int   `json:"offset,omitempty"`
+}
+
+// SearchResult is what tools.$codemode.search returns.
+type SearchResult struct {
+	Items     []CatalogEntry `json:"items"`
+	Remaining int            `json:"remaining"`
+	// Next, when more items remain, is the offset to pass back (spread it
+	// into the same request: search({ ...request, ...result.next })).
+	Next *SearchNext `json:"next"`
+}
+
+// SearchNext is the continuation of a paginated search.
+type SearchNext struct {
+	Offset int `json:"offset"`
+}
+
+func validateSearch(raw json.RawMessage) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return errors.New("the input must be an object { query?, namespace?, limit?, offset? }")
+	}
+	for k, v := range m {
+		switch k {
+		case "query", "namespace":
+			var s string
+			if json.Unmarshal(v, &s) != nil {
+				return fmt.Errorf("%s must be a string", k)
+			}
+		case "limit", "offset":
+			var n float64
+			if json.Unmarshal(v, &n) != nil || n != float64(int(n)) || n < 0 || (k == "limit" && (n < 1 || n > 100)) {
+				if k == "limit" {
+					return errors.New("limit must be an integer from 1 to 100")
+				}
+				return errors.New("offset must be a non-negative integer")
+			}
+		default:
+			return fmt.Errorf("unknown property %q (expected query, namespace, limit, offset)", k)
+		}
+	}
+	return nil
+}
+
+// searchTool serves tools.$codemode.search.
+func (rt *Runtime) searchTool(_ context.Context, raw json.RawMessage) (any, error) {
+	var in searchInput
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return nil, ToolError("invalid search input")
+	}
+	return rt.Search(in.Query, in.Namespace, derefOr(in.Limit, 10), derefOr(in.Offset, 0)), nil
+}
+
+func derefOr(p *int, d int) int {
+	if p == nil {
+		return d
+	}
+	return *p
+}
+
+// Search ranks the catalog for a query, as tools.$codemode.search does.
+// An empty query lists every tool (of the namespace, when given).
+func (rt *Runtime) Search(query, namespace string, limit, offset int) SearchResult {
+	if limit <= 0 {
+		limit = 10
+	}
+	if offset < 0 {
+		offset = 0
+	}
+	cat := rt.Catalog()
+	var pool []CatalogEntry
+	for _, c := range cat {
+		if namespace != "" && !strings.HasPrefix(c.Path+".", namespace+".") {
+			continue
+		}
+		pool = append(pool, c)
+	}
+	if one := rt.lookupExact(query); one != nil {
+		for _, c := range pool {
+			if c.Path == one.name {
+				pool = []CatalogEntry{c}
+				break
+			}
+		}
+		if len(pool) != 1 || pool[0].Path != one.name {
+			pool = nil
+		}
+	} else if terms := searchTerms(query); len(terms) > 0 {
+		type scored struct {
+			c     CatalogEntry
+			score int
+		}
+		var hits []scored
+		for _, c := range pool {
+			if s := rt.score(c, terms); s > 0 {
+				hits = append(hits, scored{c, s})
+			}
+		}
+		sort.SliceStable(hits, func(i, j int) bool {
+			if hits[i].score != hits[j].score {
+				return hits[i].score > hits[j].score
+			}
+			return hits[i].c.Path < hits[j].c.Path
+		})
+		pool = pool[:0]
+		for _, h := range hits {
+			pool = append(pool, h.c)
+		}
+	}
+	res := SearchResult{Items: []CatalogEntry{}}
+	if offset < len(pool) {
+		end := min(offset+limit, len(pool))
+		res.Items = append(res.Items, pool[offset:end]...)
+		res.Remaining = len(pool) - end
+		if res.Remaining > 0 {
+			res.Next = &SearchNext{Offset: end}
+		}
+	}
+	return res
+}
+
+// lookupExact finds the one tool a query names exactly: its canonical
+// path, the path with a "tools." prefix, or its bracket expression.
+func (rt *Runtime) lookupExact(query string) *toolEntry {
+	q := strings.TrimSpace(query)
+	if q == "" {
+		return nil
+	}
+	q = strings.TrimSuffix(q, "()")
+	for _, e := range rt.tools {
+		if q == e.name || q == "tools."+e.name || q == jsPath(e.path) || "tools."+q == jsPath(e.path) {
+			return e
+		}
+	}
+	return nil
+}
+
+// searchTerms splits a query into lowercase terms: camelCase boundaries
+// and every non-alphanumeric character separate terms; "*" and empty
+// terms are dropped.
+func searchTerms(q string) []string {
+	var terms []string
+	var cur []rune
+	flush := func() {
+		if len(cur) > 0 {
+			terms = append(terms, strings.ToLower(string(cur)))
+			cur = cur[:0]
+		}
+	}
+	rs := []rune(q)
+	for i, r := range rs {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+			flush()
+			continue
+		}
+		if i > 0 && unicode.IsUpper(r) && (unicode.IsLower(rs[i-1]) || (i+1 < len(rs) && unicode.IsLower(rs[i+1]) && unicode.IsUpper(rs[i-1]))) {
+			flush()
+		}
+		cur = append(cur, r)
+	}
+	flush()
+	return terms
+}
+
+// termForms is a term and its naive singular.
+func termForms(t string) []string {
+	switch {
+	case len(t) > 3 && strings.HasSuffix(t, "es"):
+		return []string{t, t[:len(t)-2]}
+	case len(t) > 2 && strings.HasSuffix(t, "s"):
+		return []string{t, t[:len(t)-1]}
+	}
+	return []string{t}
+}
+
+// score sums, per term, the weights of the fields it matches.
+func (rt *Runtime) score(c CatalogEntry, terms []string) int {
+	e := rt.index[pathKey(c.segments)]
+	path := strings.ToLower(c.Path)
+	last := strings.ToLower(c.segments[len(c.segments)-1])
+	desc := strings.ToLower(c.Description)
+	text := path + "\n" + desc
+	if e != nil {
+		text += "\n" + strings.ToLower(inputText(e))
+	}
+	total := 0
+	for _, t := range terms {
+		forms := termForms(t)
+		any := func(match func(string) bool) bool {
+			for _, f := range forms {
+				if match(f) {
+					return true
+				}
+			}
+			return false
+		}
+		if any(func(f string) bool { return f == path || f == last }) {
+			total += 20
+		}
+		if any(func(f string) bool { return strings.Contains(path, f) }) {
+			total += 8
+		}
+		if any(func(f string) bool { return strings.Contains(desc, f) }) {
+			total += 4
+		}
+		if any(func(f string) bool { return strings.Contains(text, f) }) {
+			total += 2
+		}
+	}
+	return total
+}
+
+// inputText is the searchable text of a tool's input: property names and
+// their descriptions.
+func inputText(e *toolEntry) string {
+	if e.tool.Input == nil {
+		return ""
+	}
+	var b strings.Builder
+	for name, p := range e.tool.Input.Properties {
+		b.WriteString(name)
+		b.WriteString(" ")
+		if p != nil {
+			b.WriteString(p.Description)
+			b.WriteString(" ")
+		}
+	}
+	return b.String()
+}
