@@ -227,16 +227,16 @@ func zeroMeansNone(n int) int {
 }
 
 type behavior struct {
-	Type     string            `json:"type"`
-	Value    json.RawMessage   `json:"value"`
-	Name     string            `json:"name"`
-	Message  string            `json:"message"`
-	Ms       float64           `json:"ms"`
-	MsField  string            `json:"msField"`
-	Then     json.RawMessage   `json:"then"`
-	Items    []json.RawMessage `json:"items"`
-	Field    string            `json:"field"`
-	Cases    []struct {
+	Type    string            `json:"type"`
+	Value   json.RawMessage   `json:"value"`
+	Name    string            `json:"name"`
+	Message string            `json:"message"`
+	Ms      float64           `json:"ms"`
+	MsField string            `json:"msField"`
+	Then    json.RawMessage   `json:"then"`
+	Items   []json.RawMessage `json:"items"`
+	Field   string            `json:"field"`
+	Cases   []struct {
 		Equals json.RawMessage `json:"equals"`
 		Then   json.RawMessage `json:"then"`
 	} `json:"cases"`

@@ -105,8 +105,8 @@ type rejection struct {
 }
 
 type run struct {
-	s      *Sandbox
-	req    Request
+	s         *Sandbox
+	req       Request
 	caller    context.Context
 	ctx       context.Context // for call work
 	engineCtx context.Context // for the engine instance
@@ -136,7 +136,7 @@ type run struct {
 }
 
 type controls struct {
-	obj                                                            quickjs.Value
+	obj                                                                  quickjs.Value
 	install, settle, fire, cancelTimers, start, finish, describe, callID quickjs.Value
 }
 

@@ -23,42 +23,42 @@ const PackageVersion = "3.7.0"
 // exports holds the guest functions the host calls. Field order does not
 // matter; exportTable maps each to its name.
 type exports struct {
-	initialize            api.Function // _initialize(): WASI reactor constructor
-	version               api.Function // qjs_get_quickjs_version() -> char*
-	init                  api.Function // qjs_init() -> int (0 on success)
-	setInterruptHandler   api.Function // qjs_set_interrupt_handler(enable)
-	setRejectionHandler   api.Function // qjs_set_promise_rejection_handler(enable)
-	setMemoryLimit        api.Function // qjs_set_memory_limit(bytes)
-	setMaxStackSize       api.Function // qjs_set_max_stack_size(bytes)
-	eval                  api.Function // qjs_eval(code, len, filename, flags) -> JSValue*
-	compile               api.Function // qjs_compile(code, len, filename, evalFlags, writeFlags, size_t* outLen) -> uint8_t*
-	evalBytecode          api.Function // qjs_eval_bytecode(buf, len) -> JSValue*
-	newString             api.Function // qjs_new_string(ptr, len) -> JSValue*
-	getStringLen          api.Function // qjs_get_string_len(JSValue*, size_t* len) -> char*
-	freeCString           api.Function // qjs_free_cstring(char*)
-	getFloat64            api.Function // qjs_get_float64(JSValue*) -> f64
-	isException           api.Function // qjs_is_exception(JSValue*) -> int
-	isString              api.Function // qjs_is_string(JSValue*) -> int
-	isUncatchable         api.Function // qjs_is_uncatchable_error(JSValue*) -> int
-	freeValue             api.Function // qjs_free_value(JSValue*)
-	getGlobal             api.Function // qjs_get_global() -> JSValue*
-	getPropString         api.Function // qjs_get_prop_string(JSValue*, char*) -> JSValue*
-	setPropString         api.Function // qjs_set_prop_string(JSValue*, char*, JSValue*) -> int
-	call                  api.Function // qjs_call(fn, this, argc, JSValue**) -> JSValue*
-	newHostFunction       api.Function // qjs_new_host_function(name, len, argc) -> JSValue*
-	promiseState          api.Function // qjs_promise_state(JSValue*) -> int
-	promiseResult         api.Function // qjs_promise_result(JSValue*) -> JSValue*
-	isJobPending          api.Function // qjs_is_job_pending() -> int
-	executePendingJob     api.Function // qjs_execute_pending_job() -> int (<0 exception)
-	getException          api.Function // qjs_get_exception() -> JSValue*
-	throw                 api.Function // qjs_throw(JSValue*) -> JSValue* (JS_EXCEPTION)
-	getValuePtr           api.Function // qjs_get_value_ptr(JSValue*) -> void*
-	getContextPtr         api.Function // qjs_get_context_ptr() -> JSContext*
-	malloc                api.Function // wasm_malloc(size) -> void*
-	free                  api.Function // wasm_free(void*)
-	getAllocatedSize      api.Function // qjs_get_allocated_size() -> size_t
-	getUndefined          api.Function // qjs_get_undefined() -> JSValue*
-	runGC                 api.Function // qjs_run_gc()
+	initialize          api.Function // _initialize(): WASI reactor constructor
+	version             api.Function // qjs_get_quickjs_version() -> char*
+	init                api.Function // qjs_init() -> int (0 on success)
+	setInterruptHandler api.Function // qjs_set_interrupt_handler(enable)
+	setRejectionHandler api.Function // qjs_set_promise_rejection_handler(enable)
+	setMemoryLimit      api.Function // qjs_set_memory_limit(bytes)
+	setMaxStackSize     api.Function // qjs_set_max_stack_size(bytes)
+	eval                api.Function // qjs_eval(code, len, filename, flags) -> JSValue*
+	compile             api.Function // qjs_compile(code, len, filename, evalFlags, writeFlags, size_t* outLen) -> uint8_t*
+	evalBytecode        api.Function // qjs_eval_bytecode(buf, len) -> JSValue*
+	newString           api.Function // qjs_new_string(ptr, len) -> JSValue*
+	getStringLen        api.Function // qjs_get_string_len(JSValue*, size_t* len) -> char*
+	freeCString         api.Function // qjs_free_cstring(char*)
+	getFloat64          api.Function // qjs_get_float64(JSValue*) -> f64
+	isException         api.Function // qjs_is_exception(JSValue*) -> int
+	isString            api.Function // qjs_is_string(JSValue*) -> int
+	isUncatchable       api.Function // qjs_is_uncatchable_error(JSValue*) -> int
+	freeValue           api.Function // qjs_free_value(JSValue*)
+	getGlobal           api.Function // qjs_get_global() -> JSValue*
+	getPropString       api.Function // qjs_get_prop_string(JSValue*, char*) -> JSValue*
+	setPropString       api.Function // qjs_set_prop_string(JSValue*, char*, JSValue*) -> int
+	call                api.Function // qjs_call(fn, this, argc, JSValue**) -> JSValue*
+	newHostFunction     api.Function // qjs_new_host_function(name, len, argc) -> JSValue*
+	promiseState        api.Function // qjs_promise_state(JSValue*) -> int
+	promiseResult       api.Function // qjs_promise_result(JSValue*) -> JSValue*
+	isJobPending        api.Function // qjs_is_job_pending() -> int
+	executePendingJob   api.Function // qjs_execute_pending_job() -> int (<0 exception)
+	getException        api.Function // qjs_get_exception() -> JSValue*
+	throw               api.Function // qjs_throw(JSValue*) -> JSValue* (JS_EXCEPTION)
+	getValuePtr         api.Function // qjs_get_value_ptr(JSValue*) -> void*
+	getContextPtr       api.Function // qjs_get_context_ptr() -> JSContext*
+	malloc              api.Function // wasm_malloc(size) -> void*
+	free                api.Function // wasm_free(void*)
+	getAllocatedSize    api.Function // qjs_get_allocated_size() -> size_t
+	getUndefined        api.Function // qjs_get_undefined() -> JSValue*
+	runGC               api.Function // qjs_run_gc()
 }
 
 var exportTable = []struct {

@@ -196,4 +196,3 @@ func instantiateHostModules(ctx context.Context, rt wazero.Runtime) error {
 	}
 	return nil
 }
-

@@ -66,7 +66,6 @@ func TestPinnedEngine(t *testing.T) {
 	}
 }
 
-
 func TestEval(t *testing.T) {
 	e := newTestEngine(t, Config{})
 	in := newTestInstance(t, e, InstanceConfig{})

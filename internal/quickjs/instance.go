@@ -62,7 +62,7 @@ func (e *Exception) Error() string { return "quickjs: uncaught exception" }
 // dead. It wraps ErrDead.
 type TrapError struct{ Err error }
 
-func (e *TrapError) Error() string { return "quickjs: instance trapped: " + e.Err.Error() }
+func (e *TrapError) Error() string   { return "quickjs: instance trapped: " + e.Err.Error() }
 func (e *TrapError) Unwrap() []error { return []error{ErrDead, e.Err} }
 
 type rejection struct {
@@ -149,7 +149,7 @@ func (e *Engine) newInstance(ctx context.Context, cfg InstanceConfig) (in *Insta
 		stack:      make([]uint64, 8),
 		born:       time.Now(),
 		rng:        rand.NewChaCha8(seed),
-		seedJitter: int64(1 + uint64(seed[0])<<16|uint64(seed[1])<<8|uint64(seed[2])),
+		seedJitter: int64(1 + uint64(seed[0])<<16 | uint64(seed[1])<<8 | uint64(seed[2])),
 	}
 	in.ctx = context.WithValue(ctx, instanceKey{}, in)
 	allocCtx := experimental.WithMemoryAllocator(in.ctx,
