@@ -54,10 +54,6 @@ type Options struct {
 	// starts in milliseconds instead of hundreds. Empty means compile in
 	// memory, once per process.
 	CacheDir string
-
-	// HardDeadline stops a run at its deadline even inside one long builtin
-	// call, at a 3-7x cost in compute speed. See RATIONALE.md.
-	HardDeadline bool
 }
 
 // ToolCallStart is passed to Options.OnToolCallStart when an admitted call

@@ -27,7 +27,7 @@ type Runtime struct {
 
 // New checks the options and tool tree and prepares a Runtime. The engine
 // itself is compiled once per process (and per CacheDir/HardDeadline
-// setting) and shared by every Runtime.
+// directory) and shared by every Runtime.
 func New(opts Options) (*Runtime, error) {
 	if err := opts.normalize(); err != nil {
 		return nil, err
@@ -36,7 +36,7 @@ func New(opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
-	sb, err := sharedSandbox(opts.CacheDir, opts.HardDeadline)
+	sb, err := sharedSandbox(opts.CacheDir)
 	if err != nil {
 		return nil, err
 	}
@@ -91,31 +91,25 @@ func (rt *Runtime) Close() error {
 
 var shared struct {
 	mu sync.Mutex
-	m  map[sharedKey]*sandbox.Sandbox
-}
-
-type sharedKey struct {
-	cacheDir string
-	hard     bool
+	m  map[string]*sandbox.Sandbox // by CacheDir
 }
 
 // sharedSandbox returns the process-wide engine for a configuration,
 // compiling it on first use.
-func sharedSandbox(cacheDir string, hard bool) (*sandbox.Sandbox, error) {
+func sharedSandbox(cacheDir string) (*sandbox.Sandbox, error) {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
-	k := sharedKey{cacheDir, hard}
-	if sb := shared.m[k]; sb != nil {
+	if sb := shared.m[cacheDir]; sb != nil {
 		return sb, nil
 	}
-	sb, err := sandbox.New(context.Background(), sandbox.Options{CacheDir: cacheDir, HardDeadline: hard})
+	sb, err := sandbox.New(context.Background(), sandbox.Options{CacheDir: cacheDir})
 	if err != nil {
 		return nil, fmt.Errorf("codemode: engine: %w", err)
 	}
 	if shared.m == nil {
-		shared.m = map[sharedKey]*sandbox.Sandbox{}
+		shared.m = map[string]*sandbox.Sandbox{}
 	}
-	shared.m[k] = sb
+	shared.m[cacheDir] = sb
 	return sb, nil
 }
 

@@ -17,13 +17,6 @@ import (
 // ErrClosed is returned by Run after Close.
 var ErrClosed = errors.New("sandbox: closed")
 
-// detachGrace is how long Run waits, after interrupting the engine at the
-// deadline, before it returns without it. The engine stops at its next
-// poll site; only a single builtin call on a huge value (bounded by the
-// memory limit) can take longer, and then the run's goroutine finishes on
-// its own shortly after.
-const detachGrace = 25 * time.Millisecond
-
 // Run runs one program. Program failures are reported in Result.Failure;
 // the error is non-nil only for an invalid request or a closed Sandbox.
 func (s *Sandbox) Run(ctx context.Context, req Request) (Result, error) {
@@ -57,18 +50,15 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (Result, error) {
 		rejected:    map[uint32]rejection{},
 	}
 	// r.ctx carries the deadline and the caller's cancellation to call
-	// work; engineCtx, a little later, to the engine (it matters only with
-	// HardDeadline, where its end kills the instance).
-	var cancelTools, cancelEngine context.CancelFunc
+	// work. The engine instance enforces the deadline itself (see
+	// quickjs.Instance.SetDeadline), so it holds even if this goroutine is
+	// slow to wake.
 	if req.Timeout > 0 {
 		r.deadline = time.Now().Add(req.Timeout)
-		r.ctx, cancelTools = context.WithDeadline(ctx, r.deadline)
-		r.engineCtx, cancelEngine = context.WithDeadline(ctx, r.deadline.Add(detachGrace))
+		r.ctx, r.cancel = context.WithDeadline(ctx, r.deadline)
 	} else {
-		r.ctx, cancelTools = context.WithCancel(ctx)
-		r.engineCtx, cancelEngine = context.WithCancel(ctx)
+		r.ctx, r.cancel = context.WithCancel(ctx)
 	}
-	r.cancel = func() { cancelTools(); cancelEngine() }
 
 	go r.work()
 
@@ -82,13 +72,10 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (Result, error) {
 	case <-r.finished:
 	case <-watch:
 		r.expire(Timeout)
+		<-r.finished
 	case <-ctx.Done():
 		r.expire(Abort)
-	}
-	select {
-	case <-r.finished:
-	case <-time.After(detachGrace):
-		r.detach()
+		<-r.finished
 	}
 	return r.result(), nil
 }
@@ -105,12 +92,11 @@ type rejection struct {
 }
 
 type run struct {
-	s         *Sandbox
-	req       Request
-	caller    context.Context
-	ctx       context.Context // for call work
-	engineCtx context.Context // for the engine instance
-	cancel    context.CancelFunc
+	s      *Sandbox
+	req    Request
+	caller context.Context
+	ctx    context.Context // for call work
+	cancel context.CancelFunc
 
 	deadline time.Time
 	in       *quickjs.Instance
@@ -127,10 +113,9 @@ type run struct {
 	rejected map[uint32]rejection // unhandled rejections by promise identity
 	settled  bool
 
-	mu       sync.Mutex // guards the fields below (read by Run on detach)
+	mu       sync.Mutex // guards the fields below
 	expiry   FailureKind
 	complete bool // work has recorded its outcome; a later expiry is moot
-	detached bool
 	res      Result
 	logBytes int
 }
@@ -153,17 +138,8 @@ func (r *run) expire(kind FailureKind) {
 	in := r.in
 	r.mu.Unlock()
 	if in != nil {
-		in.Interrupt()
+		in.Kill()
 	}
-}
-
-// detach gives up waiting for the engine: the run's result is final as of
-// now, and the worker goroutine cleans up when the engine returns.
-func (r *run) detach() {
-	r.mu.Lock()
-	r.detached = true
-	r.mu.Unlock()
-	r.cancel()
 }
 
 func (r *run) result() Result {
@@ -202,7 +178,7 @@ func (r *run) work() {
 	}()
 	f := r.execute()
 	r.mu.Lock()
-	if f != nil && !r.detached {
+	if f != nil {
 		r.res.Failure = f
 		r.res.Value = nil
 	}
@@ -211,17 +187,18 @@ func (r *run) work() {
 }
 
 func (r *run) execute() *Failure {
-	in, err := r.s.engine.NewInstance(r.engineCtx, quickjs.InstanceConfig{MemoryLimit: r.req.MemoryBytes, StackSize: stackSize, Host: r.host})
+	in, err := r.s.engine.NewInstance(r.ctx, quickjs.InstanceConfig{MemoryLimit: r.req.MemoryBytes, StackSize: stackSize, Host: r.host})
 	if err != nil {
 		return &Failure{Kind: WorkerExit, Message: "the engine could not start: " + err.Error()}
 	}
 	defer in.Close()
+	in.SetDeadline(r.deadline)
 	r.mu.Lock()
 	r.in = in
 	expired := r.expiry != ""
 	r.mu.Unlock()
 	if expired {
-		in.Interrupt()
+		in.Kill()
 	}
 	defer r.freeRejections()
 	if err := r.boot(); err != nil {
@@ -572,7 +549,8 @@ func (r *run) engineFailure(err error) *Failure {
 	case errors.Is(err, quickjs.ErrOutOfMemory):
 		return &Failure{Kind: Memory, Message: fmt.Sprintf("the program exceeded its memory limit of %d bytes", r.req.MemoryBytes)}
 	case errors.Is(err, quickjs.ErrInterrupted):
-		return &Failure{Kind: Timeout, Message: "the program was interrupted"}
+		// The instance's own clock passed the deadline before Run's timer fired.
+		return &Failure{Kind: Timeout, Message: fmt.Sprintf("the program did not finish within %s", r.req.Timeout)}
 	}
 	return &Failure{Kind: WorkerExit, Message: "the engine stopped: " + err.Error()}
 }
@@ -673,9 +651,6 @@ func (r *run) host(in *quickjs.Instance, name string, args []quickjs.Value) (qui
 func (r *run) log(level, text string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.detached {
-		return
-	}
 	// Once a line is dropped, every later one is too, so the kept lines
 	// are always a prefix of the output.
 	if r.res.LogsDropped > 0 || r.logBytes+len(text)+1 > r.req.MaxLogBytes {

@@ -45,11 +45,6 @@ type Options struct {
 	// CacheDir keeps compiled engine code on disk across processes. Empty
 	// means compile in memory once per Sandbox (a few hundred milliseconds).
 	CacheDir string
-
-	// HardDeadline makes deadlines preemptive even inside a single long
-	// builtin call, at a large cost in compute speed. Off by default: see
-	// RATIONALE.md ("Why is the hard kill optional?").
-	HardDeadline bool
 }
 
 // Sandbox runs programs. It is safe for concurrent use; runs are
@@ -67,7 +62,7 @@ type Sandbox struct {
 
 // New compiles the engine. This is the slow step; share the Sandbox.
 func New(ctx context.Context, opts Options) (*Sandbox, error) {
-	e, err := quickjs.NewEngine(ctx, quickjs.Config{CacheDir: opts.CacheDir, HardDeadline: opts.HardDeadline})
+	e, err := quickjs.NewEngine(ctx, quickjs.Config{CacheDir: opts.CacheDir})
 	if err != nil {
 		return nil, err
 	}
@@ -126,11 +121,9 @@ type Isolation struct {
 
 // Isolation describes the confinement of runs.
 func (s *Sandbox) Isolation() Isolation {
-	d := "each run gets a fresh WebAssembly instance (wazero, no WASI filesystem or network) with its own linear memory, memory limit and page cap; deadlines interrupt the engine cooperatively"
-	if s.engine.HardDeadline() {
-		d += " and kill the instance preemptively"
-	}
-	return Isolation{Mechanism: "wasm", Description: d}
+	return Isolation{Mechanism: "wasm", Description: "each run gets a fresh WebAssembly instance (wazero; " +
+		"no filesystem, network or clock beyond its own) with its own linear memory, memory limit and page cap; " +
+		"instrumented loops return to the host every 65,536 iterations, where deadlines and cancellation stop it"}
 }
 
 // Request is one run.

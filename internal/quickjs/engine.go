@@ -32,17 +32,32 @@ type Config struct {
 	// an in-memory cache for this process only.
 	CacheDir string
 
-	// HardDeadline compiles the module with wazero's close-on-context-done
-	// checks: cancelling the context passed to [Instance.Bind] stops guest
-	// code at the next loop back-edge, even inside a long builtin, and kills
-	// the instance. It costs 3-7x in guest compute, so it is off by default;
-	// see RATIONALE.md ("Why is the hard kill optional?").
-	HardDeadline bool
+	// Stop selects how [Instance.Kill] and deadlines reach running guest
+	// code. The zero value, StopFuel, is the default and the only mode the
+	// sandbox uses; the others exist to measure it against (see
+	// RATIONALE.md, "Why instrument loops?").
+	Stop StopMode
 
 	// MaxMemoryBytes is the largest linear memory any instance may reserve:
 	// the page cap behind every per-instance limit. Zero means 4 GiB.
 	MaxMemoryBytes uint64
 }
+
+// StopMode is a mechanism for stopping guest code.
+type StopMode int
+
+const (
+	// StopFuel instruments every loop of the engine to call into Go every
+	// fuelPerTick iterations; the call kills an instance that is past its
+	// deadline or was killed.
+	StopFuel StopMode = iota
+	// StopContextDone uses wazero's close-on-context-done checks at every
+	// loop header: the context given to NewInstance ends the instance.
+	StopContextDone
+	// StopNone runs the engine unmodified: Kill and deadlines take effect
+	// only when guest code next calls the host. For measurement only.
+	StopNone
+)
 
 // Engine is a compiled QuickJS-NG module ready to instantiate. Compiling is
 // the slow step (hundreds of milliseconds without a warm cache); do it once
@@ -53,10 +68,6 @@ type Engine struct {
 	cache    wazero.CompilationCache
 	compiled wazero.CompiledModule
 	version  string
-
-	// counterOffset is the byte offset of interrupt_counter inside
-	// JSContext, found by probing at load (see probeCounter).
-	counterOffset uint32
 
 	mu     sync.Mutex
 	closed bool
@@ -88,7 +99,7 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	rcfg := wazero.NewRuntimeConfig().
 		WithCompilationCache(cache).
 		WithMemoryLimitPages(uint32(pages)).
-		WithCloseOnContextDone(cfg.HardDeadline)
+		WithCloseOnContextDone(cfg.Stop == StopContextDone)
 	rt := wazero.NewRuntimeWithConfig(ctx, rcfg)
 	e := &Engine{cfg: cfg, runtime: rt, cache: cache}
 	if err := e.init(ctx); err != nil {
@@ -99,20 +110,15 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-func newEngineNoProbe(ctx context.Context) (*Engine, error) {
-	cache := wazero.NewCompilationCache()
-	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(cache))
-	e := &Engine{cfg: Config{MaxMemoryBytes: 1 << 30}, runtime: rt, cache: cache}
-	compiled, err := e.runtime.CompileModule(ctx, wasmBytes)
-	if err != nil {
-		return nil, err
-	}
-	e.compiled = compiled
-	return e, instantiateHostModules(ctx, e.runtime)
-}
-
 func (e *Engine) init(ctx context.Context) error {
-	compiled, err := e.runtime.CompileModule(ctx, wasmBytes)
+	bin := wasmBytes
+	if e.cfg.Stop == StopFuel {
+		var err error
+		if bin, err = instrument(wasmBytes); err != nil {
+			return fmt.Errorf("quickjs: instrument: %w", err)
+		}
+	}
+	compiled, err := e.runtime.CompileModule(ctx, bin)
 	if err != nil {
 		return fmt.Errorf("quickjs: compile: %w", err)
 	}
@@ -129,22 +135,14 @@ func (e *Engine) init(ctx context.Context) error {
 	}
 	defer in.Close()
 	e.version, err = in.readCString(in.mustCall(in.x.version))
-	if err != nil {
-		return err
-	}
-	off, err := in.probeCounter()
-	if err != nil {
-		return err
-	}
-	e.counterOffset = off
-	return nil
+	return err
 }
 
 // Version returns the QuickJS-NG version string of the embedded engine.
 func (e *Engine) Version() string { return e.version }
 
-// HardDeadline reports whether the engine was compiled with close-on-context-done.
-func (e *Engine) HardDeadline() bool { return e.cfg.HardDeadline }
+// Stop reports the engine's stop mechanism.
+func (e *Engine) Stop() StopMode { return e.cfg.Stop }
 
 // Close waits for every live instance to close, then releases the runtime.
 func (e *Engine) Close(ctx context.Context) error {
@@ -179,8 +177,8 @@ func instantiateHostModules(ctx context.Context, rt wazero.Runtime) error {
 	// engine turns that into a catchable "could not load module" error.
 	fn(env, "host_module_normalize", returnZero, []api.ValueType{i32, i32}, []api.ValueType{i32})
 	fn(env, "host_module_load", returnZero, []api.ValueType{i32, i32}, []api.ValueType{i32})
-	// Every instance runs in UTC.
-	fn(env, "host_get_timezone_offset", returnZero, []api.ValueType{i32, i32}, []api.ValueType{i32})
+	// Every instance runs in UTC; the same import carries the loop-fuel tick.
+	fn(env, "host_get_timezone_offset", hostTimezoneOffset, []api.ValueType{i32, i32}, []api.ValueType{i32})
 	if _, err := env.Instantiate(ctx); err != nil {
 		return fmt.Errorf("quickjs: host module env: %w", err)
 	}

@@ -55,9 +55,6 @@ func TestPinnedEngine(t *testing.T) {
 	if got, want := e.Version(), "0.18.0"; got != want {
 		t.Errorf("QuickJS-NG version = %q, want %q", got, want)
 	}
-	if e.counterOffset == 0 {
-		t.Error("interrupt countdown not located")
-	}
 	// The npm package the Makefile copies from must be the pinned one.
 	if b, err := os.ReadFile("../../node_modules/quickjs-wasi/package.json"); err == nil {
 		if !strings.Contains(string(b), `"version": "`+PackageVersion+`"`) {

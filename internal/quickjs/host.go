@@ -54,12 +54,18 @@ func hostCall(ctx context.Context, mod api.Module, stack []uint64) {
 	stack[0] = uint64(v)
 }
 
-func hostInterrupt(ctx context.Context, _ api.Module, stack []uint64) {
+// hostInterrupt answers QuickJS's own interrupt poll. Stopping is the
+// fuel tick's job, so it never asks the engine to interrupt.
+func hostInterrupt(_ context.Context, _ api.Module, stack []uint64) { stack[0] = 0 }
+
+// hostTimezoneOffset answers the engine's time-zone queries (always UTC)
+// and serves the loop-fuel tick (see instrument.go).
+func hostTimezoneOffset(ctx context.Context, _ api.Module, stack []uint64) {
+	hi, lo := int32(stack[0]), uint32(stack[1])
 	stack[0] = 0
-	if in := instanceFrom(ctx); in != nil {
-		in.polls.Add(1)
-		if in.interrupted.Load() {
-			stack[0] = 1
+	if hi == tickHi && lo == tickLo {
+		if in := instanceFrom(ctx); in != nil {
+			in.tick()
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -90,13 +89,11 @@ type Instance struct {
 	stderr     []byte
 	rejections []rejection
 
-	ctxPtr      uint32 // JSContext*
-	interrupted atomic.Bool
-	polls       atomic.Int64 // calls of the interrupt handler
-
-	pokeMu   sync.Mutex // guards mem against release while poking
-	released bool
-	stopPoke chan struct{}
+	killed   atomic.Bool
+	deadline atomic.Int64 // UnixNano; zero means none
+	ticks    atomic.Int64
+	released atomic.Bool
+	cancel   context.CancelFunc
 
 	global  Value
 	counted bool // holds a place in Engine.live
@@ -142,8 +139,10 @@ func (e *Engine) newInstance(ctx context.Context, cfg InstanceConfig) (in *Insta
 	}
 	var seed [32]byte
 	_, _ = crand.Read(seed[:])
+	ctx, cancel := context.WithCancel(ctx)
 	in = &Instance{
 		e:          e,
+		cancel:     cancel,
 		mem:        mem,
 		host:       cfg.Host,
 		stack:      make([]uint64, 8),
@@ -157,6 +156,7 @@ func (e *Engine) newInstance(ctx context.Context, cfg InstanceConfig) (in *Insta
 	mod, err := e.runtime.InstantiateModule(allocCtx, e.compiled,
 		wazero.NewModuleConfig().WithName("").WithStartFunctions())
 	if err != nil {
+		cancel()
 		mem.release()
 		return nil, fmt.Errorf("quickjs: instantiate: %w", err)
 	}
@@ -187,7 +187,6 @@ func (e *Engine) newInstance(ctx context.Context, cfg InstanceConfig) (in *Insta
 	}{
 		{in.x.setMemoryLimit, cfg.MemoryLimit},
 		{in.x.setMaxStackSize, uint64(cfg.StackSize)},
-		{in.x.setInterruptHandler, 1},
 		{in.x.setRejectionHandler, 1},
 	}
 	for _, s := range steps {
@@ -195,11 +194,6 @@ func (e *Engine) newInstance(ctx context.Context, cfg InstanceConfig) (in *Insta
 			return nil, err
 		}
 	}
-	ptr, err := in.call(in.x.getContextPtr)
-	if err != nil {
-		return nil, err
-	}
-	in.ctxPtr = uint32(ptr)
 	g, err := in.call(in.x.getGlobal)
 	if err != nil {
 		return nil, err
@@ -208,19 +202,71 @@ func (e *Engine) newInstance(ctx context.Context, cfg InstanceConfig) (in *Insta
 	return in, nil
 }
 
-// call invokes a guest export. Any wazero error (a trap, a closed module)
-// kills the instance.
+// call invokes a guest export. Any wazero error (a trap, a kill, a closed
+// module) leaves the instance dead.
 func (in *Instance) call(f api.Function, args ...uint64) (uint64, error) {
 	if in.dead {
+		if in.killed.Load() {
+			return 0, ErrInterrupted
+		}
 		return 0, ErrDead
 	}
 	copy(in.stack, args)
 	if err := f.CallWithStack(in.ctx, in.stack); err != nil {
 		in.dead = true
+		if in.killed.Load() || in.pastDeadline() {
+			in.killed.Store(true)
+			return 0, ErrInterrupted
+		}
 		return 0, &TrapError{Err: err}
 	}
 	return in.stack[0], nil
 }
+
+// errKill unwinds guest code from inside a tick. wazero recovers it and
+// returns it from the export call; the instance is dead from then on.
+var errKill = errors.New("quickjs: killed")
+
+// tick runs in the guest's goroutine every fuelPerTick loop iterations.
+func (in *Instance) tick() {
+	in.ticks.Add(1)
+	if in.killed.Load() || in.pastDeadline() {
+		in.killed.Store(true)
+		panic(errKill)
+	}
+}
+
+func (in *Instance) pastDeadline() bool {
+	d := in.deadline.Load()
+	return d != 0 && time.Now().UnixNano() >= d
+}
+
+// SetDeadline makes guest code stop with ErrInterrupted once t has passed:
+// the instance checks its own clock at every tick, so the deadline holds
+// even when no other goroutine gets to run. The zero time clears it.
+func (in *Instance) SetDeadline(t time.Time) {
+	if t.IsZero() {
+		in.deadline.Store(0)
+		return
+	}
+	in.deadline.Store(t.UnixNano())
+}
+
+// Kill stops the instance: running guest code stops at its next tick
+// (within fuelPerTick loop iterations), and every later call returns
+// ErrInterrupted. It is safe to call from any goroutine.
+func (in *Instance) Kill() {
+	in.killed.Store(true)
+	if in.e.cfg.Stop == StopContextDone {
+		in.cancel()
+	}
+}
+
+// Killed reports whether Kill was called or the deadline stopped the guest.
+func (in *Instance) Killed() bool { return in.killed.Load() }
+
+// Ticks returns how many fuel ticks the instance has taken.
+func (in *Instance) Ticks() int64 { return in.ticks.Load() }
 
 // mustCall is call for exports that cannot fail on a live instance; a
 // failure still only yields ErrDead-style zero values.
@@ -276,11 +322,8 @@ func (in *Instance) takeException() error {
 	if unc == 0 {
 		return &Exception{Value: Value(exc)}
 	}
-	// Uncatchable: the engine's interrupt or its out-of-memory error.
-	defer in.Free(Value(exc))
-	if in.interrupted.Load() {
-		return ErrInterrupted
-	}
+	// Uncatchable: the engine's out-of-memory error.
+	in.Free(Value(exc))
 	return ErrOutOfMemory
 }
 
@@ -533,68 +576,16 @@ func (in *Instance) TakeRejections() (promises, reasons []Value, handled []bool)
 	return promises, reasons, handled
 }
 
-// Interrupt asks running guest code to stop: the next poll of the
-// interrupt handler throws an uncatchable error, and every later entry
-// into guest code does the same. It is safe to call from any goroutine.
-//
-// QuickJS polls its handler only every 10,000 operations, which a loop of
-// expensive builtins can stretch to minutes. So Interrupt also sets the
-// engine's countdown to one, making the very next poll site (any call,
-// any backward jump) consult the handler, and keeps setting it every
-// millisecond until the instance is closed, because the engine's own
-// non-atomic decrement can overwrite a single write.
-func (in *Instance) Interrupt() {
-	if in.interrupted.Swap(true) {
-		return
-	}
-	in.pokeMu.Lock()
-	if in.released {
-		in.pokeMu.Unlock()
-		return
-	}
-	in.stopPoke = make(chan struct{})
-	stop := in.stopPoke
-	in.pokeLocked()
-	in.pokeMu.Unlock()
-	go func() {
-		t := time.NewTicker(time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				in.pokeMu.Lock()
-				if in.released {
-					in.pokeMu.Unlock()
-					return
-				}
-				in.pokeLocked()
-				in.pokeMu.Unlock()
-			}
-		}
-	}()
-}
-
-// Interrupted reports whether Interrupt was called.
-func (in *Instance) Interrupted() bool { return in.interrupted.Load() }
-
 // Close releases the instance. It is idempotent.
 func (in *Instance) Close() {
-	in.pokeMu.Lock()
-	if in.released {
-		in.pokeMu.Unlock()
+	if in.released.Swap(true) {
 		return
 	}
-	if in.stopPoke != nil {
-		close(in.stopPoke)
-	}
-	in.released = true
-	in.pokeMu.Unlock()
 	in.dead = true
 	if in.mod != nil {
 		_ = in.mod.Close(context.Background())
 	}
+	in.cancel()
 	in.mem.release()
 	if in.counted {
 		in.e.live.Done()

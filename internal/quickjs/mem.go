@@ -3,14 +3,11 @@ package quickjs
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
-	"unsafe"
 )
 
-// Guest memory and the one use of unsafe live here. Guest pointers are
-// uint32 offsets into the instance's linear memory; every access goes
-// through wazero's bounds-checked api.Memory except pokeLocked, which
-// writes one aligned int32 inside the reservation.
+// Guest memory lives here. Guest pointers are uint32 offsets into the
+// instance's linear memory; every access goes through wazero's
+// bounds-checked api.Memory.
 
 func (in *Instance) malloc(n uint32) (uint32, error) {
 	p, err := in.call(in.x.malloc, uint64(n))
@@ -82,25 +79,4 @@ func (in *Instance) throwString(s string) uint32 {
 	}
 	in.Free(v)
 	return 0
-}
-
-// pokeLocked sets the context's interrupt countdown to 1. Callers hold
-// pokeMu and have checked the reservation is still mapped. The guest
-// reads and writes the field with plain loads and stores; an atomic
-// store keeps the Go side free of torn writes and race reports.
-func (in *Instance) pokeLocked() {
-	off := uint64(in.ctxPtr) + uint64(in.e.counterOffset)
-	if in.ctxPtr == 0 || in.e.counterOffset == 0 || off+4 > uint64(len(in.mem.buf)) || off%4 != 0 {
-		return
-	}
-	atomic.StoreInt32((*int32)(unsafe.Pointer(&in.mem.buf[off])), 1)
-}
-
-// ctxBytes reads n bytes of the JSContext struct.
-func (in *Instance) ctxBytes(n uint32) ([]byte, bool) {
-	b, ok := in.mod.Memory().Read(in.ctxPtr, n)
-	if !ok {
-		return nil, false
-	}
-	return append([]byte(nil), b...), true
 }
