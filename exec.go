@@ -150,7 +150,7 @@ func (ex *execution) perform(ctx context.Context, slot *ticket, index int, name 
 		if !safe {
 			msg = "Tool execution failed"
 		}
-		end.Outcome, end.Message = "error", msg
+		end.Outcome, end.Message, end.Err = "error", msg, err
 		if ctx.Err() != nil {
 			end.Outcome = "cancelled"
 		}

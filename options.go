@@ -76,6 +76,9 @@ type ToolCallEnd struct {
 	Outcome string
 	// Message is what the program saw for a failure; empty on success.
 	Message string
+	// Err is the tool's own error, for the host's logs. It never reaches
+	// the program unless it was made with ToolError.
+	Err error
 }
 
 // Defaults for zero Options fields.

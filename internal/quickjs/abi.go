@@ -131,6 +131,12 @@ func (e *UnexpectedImportError) Error() string {
 
 // checkABI verifies the compiled module against the declared ABI.
 func checkABI(m wazero.CompiledModule) error {
+	for _, def := range m.ImportedFunctions() {
+		mod, name, _ := def.Import()
+		if !contains(importTable[mod], name) {
+			return &UnexpectedImportError{Module: mod, Name: name}
+		}
+	}
 	exported := m.ExportedFunctions()
 	for _, x := range exportTable {
 		if _, ok := exported[x.name]; !ok {
@@ -139,12 +145,6 @@ func checkABI(m wazero.CompiledModule) error {
 	}
 	if _, ok := m.ExportedMemories()["memory"]; !ok {
 		return &MissingExportError{Name: "memory"}
-	}
-	for _, def := range m.ImportedFunctions() {
-		mod, name, _ := def.Import()
-		if !contains(importTable[mod], name) {
-			return &UnexpectedImportError{Module: mod, Name: name}
-		}
 	}
 	return nil
 }

@@ -74,3 +74,66 @@ func TestEval(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+func TestMemoryLimit(t *testing.T) {
+	e := newTestEngine(t, Config{})
+	in := newTestInstance(t, e, InstanceConfig{MemoryLimit: 16 << 20})
+	// The engine limit: an out-of-memory error the program cannot catch.
+	_, err := evalString(t, in, `const a = []; try { for (;;) a.push("x".repeat(1 << 16) + a.length) } catch (e) { "caught" }`)
+	if !errors.Is(err, ErrOutOfMemory) {
+		t.Fatalf("got %v, want ErrOutOfMemory", err)
+	}
+	// The reservation (the hard page cap) sits a little above the limit.
+	if got, max := uint64(len(in.mem.buf)), uint64(16<<20)*2; got > max {
+		t.Errorf("reserved %d bytes for a 16 MiB limit", got)
+	}
+}
+
+func TestStackLimit(t *testing.T) {
+	e := newTestEngine(t, Config{})
+	in := newTestInstance(t, e, InstanceConfig{StackSize: 800 << 10})
+	for _, code := range []string{
+		`let d = 0; function f() { d++; f() } try { f() } catch (e) { e.name + " " + (d > 1000) }`,
+		`function g(a) { return [a].map(g) } try { g(1) } catch (e) { e.name + " true" }`,
+		`const o = {}; o.toString = function () { return String(this) }; try { String(o) } catch (e) { e.name + " true" }`,
+	} {
+		got, err := evalString(t, in, code)
+		if err != nil || got != "RangeError true" {
+			t.Errorf("%s: got %q, %v; want a catchable RangeError", code, got, err)
+		}
+	}
+}
+
+func TestPerInstanceClockAndRandom(t *testing.T) {
+	e := newTestEngine(t, Config{})
+	seen := map[string]bool{}
+	for i := 0; i < 5; i++ {
+		in := newTestInstance(t, e, InstanceConfig{})
+		got, err := evalString(t, in, `String(Math.random()) + " " + new Date(86400000).getHours() + " " + new Date(0).toString()`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(got, " 0 Thu Jan 01 1970 00:00:00 GMT+0000") {
+			t.Errorf("not UTC: %q", got)
+		}
+		seen[got] = true
+	}
+	if len(seen) != 5 {
+		t.Errorf("Math.random repeated across instances: %v", seen)
+	}
+}
+
+func TestCompilationCacheDir(t *testing.T) {
+	dir := t.TempDir()
+	newTestEngine(t, Config{CacheDir: dir})
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("cache dir is empty after compiling: %v", err)
+	}
+	// A second engine loads from the cache and works.
+	e := newTestEngine(t, Config{CacheDir: dir})
+	in := newTestInstance(t, e, InstanceConfig{})
+	if got, _ := evalString(t, in, `"ok"`); got != "ok" {
+		t.Errorf("engine from cache: %q", got)
+	}
+}
