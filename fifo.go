@@ -46,6 +46,11 @@ func (t *ticket) wait(ctx context.Context) error {
 	select {
 	case <-t.ready:
 		return nil
+	default:
+	}
+	select {
+	case <-t.ready:
+		return nil
 	case <-ctx.Done():
 	}
 	f := t.f

@@ -30,6 +30,7 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (Result, error) {
 	}
 	s.runs.Add(1)
 	s.mu.Unlock()
+	defer s.runs.Done() // Run always waits for its worker, so this covers both
 
 	if req.MemoryBytes == 0 {
 		req.MemoryBytes = DefaultMemoryBytes
@@ -167,7 +168,6 @@ func (r *run) expiryFailure() *Failure {
 
 // work owns the engine instance for the whole run.
 func (r *run) work() {
-	defer r.s.runs.Done()
 	defer close(r.finished)
 	defer r.cancel()
 	defer close(r.stop)

@@ -137,3 +137,25 @@ func TestCompilationCacheDir(t *testing.T) {
 		t.Errorf("engine from cache: %q", got)
 	}
 }
+
+// A trap (here: recursion past the build's C stack, allowed by a stack
+// limit set too high on purpose) kills the instance; later calls report
+// ErrDead instead of panicking.
+func TestTrapLeavesDeadInstance(t *testing.T) {
+	e := newTestEngine(t, Config{})
+	in := newTestInstance(t, e, InstanceConfig{StackSize: 4 << 20})
+	_, err := in.Eval(`function f() { return [0].map(f) } f()`, "trap.js", 0)
+	var trap *TrapError
+	if !errors.As(err, &trap) || !errors.Is(err, ErrDead) {
+		t.Fatalf("got %v, want a TrapError", err)
+	}
+	if !in.Dead() {
+		t.Error("instance not marked dead")
+	}
+	if _, err := in.Eval(`1`, "after.js", 0); !errors.Is(err, ErrDead) {
+		t.Errorf("after trap: %v", err)
+	}
+	if _, err := in.String(Value(16)); err == nil {
+		t.Error("String on a dead instance succeeded")
+	}
+}

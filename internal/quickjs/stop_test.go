@@ -3,7 +3,6 @@ package quickjs
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 )
@@ -112,5 +111,7 @@ func TestKillFromAnotherGoroutine(t *testing.T) {
 	if got := in.Ticks(); got == 0 {
 		t.Error("no fuel ticks recorded")
 	}
-	fmt.Sprint(in.AllocatedSize())
+	if in.AllocatedSize() != 0 {
+		t.Error("AllocatedSize on a dead instance")
+	}
 }

@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Run(args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func decode(t *testing.T, s string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, s)
+	}
+	return m
+}
+
+func TestRun(t *testing.T) {
+	cache := t.TempDir()
+	file := filepath.Join(t.TempDir(), "p.ts")
+	if err := os.WriteFile(file, []byte("const n: number = 6 * 7\nconsole.log('hi')\nreturn n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		stdin string
+		args  []string
+		exit  int
+		check func(m map[string]any) bool
+	}{
+		{"file", "", []string{"run", "--cache-dir", cache, file}, 0,
+			func(m map[string]any) bool { return m["ok"] == true && m["value"] == 42.0 }},
+		{"stdin", "return [1, 2]", []string{"run", "--cache-dir", cache, "-"}, 0,
+			func(m map[string]any) bool { return m["ok"] == true }},
+		{"timeout", "for (;;) {}", []string{"run", "--timeout", "100ms", "--cache-dir", cache, "-"}, 1,
+			func(m map[string]any) bool { return m["error"].(map[string]any)["kind"] == "TimeoutExceeded" }},
+		{"plain integer memory", "return 'x'.repeat(2 ** 27).length", []string{"run", "--max-memory", "16777216", "--cache-dir", cache, "-"}, 1,
+			func(m map[string]any) bool { return m["error"].(map[string]any)["kind"] == "MemoryLimitExceeded" }},
+		{"memory with unit", "return 1", []string{"run", "--max-memory", "32MiB", "--cache-dir", cache, "-"}, 0,
+			func(m map[string]any) bool { return m["ok"] == true }},
+		{"tool limit", "return await tools.shop.listOrders({})", []string{"run", "--demo-tools", "--max-tool-calls", "0", "--cache-dir", cache, "-"}, 0,
+			func(m map[string]any) bool { return m["ok"] == true }},
+		{"output limit", "return 'z'.repeat(100)", []string{"run", "--max-output-bytes", "10", "--cache-dir", cache, "-"}, 0,
+			func(m map[string]any) bool { return m["truncated"] == true }},
+		{"program failure", "throw new Error('x')", []string{"run", "--no-cache", "-"}, 1,
+			func(m map[string]any) bool { return m["ok"] == false }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := runCLI(t, tc.stdin, tc.args...)
+			if code != tc.exit {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.exit, out, errs)
+			}
+			if m := decode(t, out); !tc.check(m) {
+				t.Errorf("unexpected result: %s", out)
+			}
+		})
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"frobnicate"},
+		{"run"},
+		{"run", "a.js", "b.js"},
+		{"run", "--timeout", "soon", "-"},
+		{"run", "--max-memory", "lots", "-"},
+		{"run", "/no/such/file.js"},
+		{"run", "--max-memory", "1", "-"},
+		{"demo", "extra"},
+	} {
+		if code, _, errs := runCLI(t, "return 1", args...); code != 2 || errs == "" {
+			t.Errorf("%q: exit %d (stderr %q), want 2 with a message", args, code, errs)
+		}
+	}
+	if code, out, _ := runCLI(t, "", "help"); code != 0 || !strings.Contains(out, "Usage") {
+		t.Errorf("help: exit %d", code)
+	}
+}
+
+func TestDemo(t *testing.T) {
+	code, out, errs := runCLI(t, "", "demo", "--cache-dir", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+	m := decode(t, out)
+	calls, _ := m["toolCalls"].([]any)
+	if m["ok"] != true || len(calls) != 4 || !strings.Contains(errs, "listOrders") {
+		t.Errorf("demo output: %s", out)
+	}
+}
