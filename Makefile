@@ -6,8 +6,13 @@ SHELL := /bin/bash
 WASM := internal/quickjs/quickjs.wasm
 # The pinned hash lives in Go; the build refuses any other engine bytes.
 WASM_SHA256 := $(shell sed -n 's/^const wasmSHA256 = "\([0-9a-f]*\)"/\1/p' internal/quickjs/abi.go)
+# GitHub's REST API description, a large real spec for the tests. Only the
+# one file is extracted: the package unpacks to 385 MB.
+GITHUB_SPEC := testdata/large/api.github.com.json
+OCTOKIT := @octokit/openapi@23.0.2
+OCTOKIT_SHA512 := sha512-pV8M7L9GY23AybNvTmo2nyjmpmnt6+2sRE/tqr0ZLQcPS4lnw7u5eZGNmwRNkBC3D7gZXbFx5AHzLUVRBXGDhg==
 
-.PHONY: all wasm demo test check vet staticcheck fmt-check gotest bench clean
+.PHONY: all wasm specs demo test check vet staticcheck fmt-check gotest bench clean
 
 all: wasm
 
@@ -21,10 +26,15 @@ $(WASM): node_modules/.package-lock.json internal/quickjs/abi.go
 
 wasm: $(WASM)
 
+$(GITHUB_SPEC):
+	scripts/npm-extract.sh $(OCTOKIT) $(OCTOKIT_SHA512) package/generated/api.github.com.json $@
+
+specs: $(GITHUB_SPEC)
+
 demo: wasm
 	go run ./cmd/codemode demo
 
-test: wasm fmt-check vet staticcheck gotest
+test: wasm specs fmt-check vet staticcheck gotest
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \
@@ -43,4 +53,4 @@ bench: wasm
 	go test -run '^$$' -bench . -benchmem ./...
 
 clean:
-	rm -f $(WASM)
+	rm -f $(WASM) $(GITHUB_SPEC)

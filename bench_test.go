@@ -1,0 +1,90 @@
+package codemode
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+func benchRuntime(b *testing.B, opts Options) *Runtime {
+	b.Helper()
+	rt, err := New(opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { rt.Close() })
+	// Compile the engine before timing.
+	if _, err := rt.Execute(context.Background(), "return 1"); err != nil {
+		b.Fatal(err)
+	}
+	return rt
+}
+
+func benchExecute(b *testing.B, rt *Runtime, code string) Result {
+	res, err := rt.Execute(context.Background(), code)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !res.OK {
+		b.Fatalf("run failed: %+v", res.Error)
+	}
+	return res
+}
+
+// BenchmarkReturn1 is the overhead of one run with the runtime built.
+func BenchmarkReturn1(b *testing.B) {
+	rt := benchRuntime(b, Options{})
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		benchExecute(b, rt, "return 1")
+	}
+}
+
+// BenchmarkToolCall is the bridge cost of one sequential call of a tool
+// that returns at once.
+func BenchmarkToolCall(b *testing.B) {
+	noop := Tool{Run: func(context.Context, json.RawMessage) (any, error) { return json.RawMessage(`{"ok":true}`), nil }}
+	rt := benchRuntime(b, Options{Tools: Tools{"ns": Tools{"noop": noop}}})
+	const calls = 1000
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		benchExecute(b, rt, `for (let i = 0; i < 1000; i++) await tools.ns.noop({ i }); return 1`)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*calls), "ns/call")
+}
+
+// BenchmarkParallelCalls runs 1,000 calls of a 1 ms tool at the default
+// cap of 8; ideal is 125 ms.
+func BenchmarkParallelCalls(b *testing.B) {
+	sleep := Tool{Run: func(ctx context.Context, _ json.RawMessage) (any, error) {
+		time.Sleep(time.Millisecond)
+		return 1, nil
+	}}
+	rt := benchRuntime(b, Options{Tools: Tools{"ns": Tools{"sleep": sleep}}})
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		benchExecute(b, rt, `const r = await Promise.all(Array.from({ length: 1000 }, () => tools.ns.sleep({}))); return r.length`)
+	}
+	ideal := 1000 / DefaultMaxConcurrency * time.Millisecond
+	b.ReportMetric(float64(b.Elapsed())/float64(b.N)/float64(ideal), "x-ideal")
+}
+
+func BenchmarkFib25(b *testing.B) {
+	rt := benchRuntime(b, Options{})
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		benchExecute(b, rt, `function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2) } return fib(25)`)
+	}
+}
+
+// BenchmarkRows10k filters, maps and sorts 10,000 rows.
+func BenchmarkRows10k(b *testing.B) {
+	rt := benchRuntime(b, Options{})
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		benchExecute(b, rt, `const rows = Array.from({ length: 10000 }, (_, i) => ({ id: i, region: ["eu", "us", "apac"][i % 3], amount: (i * 7919) % 1000 }))
+			const out = rows.filter((r) => r.region !== "us").map((r) => ({ ...r, taxed: r.amount * 1.2 })).sort((a, b) => b.taxed - a.taxed || a.id - b.id)
+			return out.slice(0, 3).map((r) => r.id)`)
+	}
+}

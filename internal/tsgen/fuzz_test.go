@@ -1,0 +1,34 @@
+package tsgen
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// FuzzType checks that no input makes Type or Signature panic or return
+// nothing. The seed corpus is testdata/fuzz/FuzzType plus every golden
+// case file.
+func FuzzType(f *testing.F) {
+	paths, _ := filepath.Glob(filepath.Join(casesDir, "*.json"))
+	for _, p := range paths {
+		if data, err := os.ReadFile(p); err == nil {
+			f.Add(data, false)
+			f.Add(data, true)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte, pretty bool) {
+		out := Type(data, pretty)
+		if out == "" {
+			t.Fatal("empty rendering")
+		}
+		if !pretty && strings.ContainsAny(out, "\r\n") {
+			t.Fatalf("one-line form has a line break: %q", out)
+		}
+		sig := Signature([]string{"ns", "a-b"}, string(data), data, data, pretty)
+		if !strings.HasPrefix(sig, "/**") && !strings.HasPrefix(sig, `tools.ns["a-b"](`) {
+			t.Fatalf("signature does not start with its path: %q", sig)
+		}
+	})
+}
