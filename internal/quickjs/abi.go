@@ -26,7 +26,6 @@ type exports struct {
 	initialize          api.Function // _initialize(): WASI reactor constructor
 	version             api.Function // qjs_get_quickjs_version() -> char*
 	init                api.Function // qjs_init() -> int (0 on success)
-	setInterruptHandler api.Function // qjs_set_interrupt_handler(enable)
 	setRejectionHandler api.Function // qjs_set_promise_rejection_handler(enable)
 	setMemoryLimit      api.Function // qjs_set_memory_limit(bytes)
 	setMaxStackSize     api.Function // qjs_set_max_stack_size(bytes)
@@ -53,7 +52,6 @@ type exports struct {
 	getException        api.Function // qjs_get_exception() -> JSValue*
 	throw               api.Function // qjs_throw(JSValue*) -> JSValue* (JS_EXCEPTION)
 	getValuePtr         api.Function // qjs_get_value_ptr(JSValue*) -> void*
-	getContextPtr       api.Function // qjs_get_context_ptr() -> JSContext*
 	malloc              api.Function // wasm_malloc(size) -> void*
 	free                api.Function // wasm_free(void*)
 	getAllocatedSize    api.Function // qjs_get_allocated_size() -> size_t

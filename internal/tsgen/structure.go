@@ -44,7 +44,7 @@ func (r *renderer) object(o *object, depth int) *tnode {
 	}
 	addl, ok := o.get("additionalProperties")
 	if !ok {
-		addl, ok = o.get("unevaluatedProperties")
+		addl, _ = o.get("unevaluatedProperties")
 	}
 	switch a := addl.(type) {
 	case bool:
