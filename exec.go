@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/codemode-go/codemode/internal/tsgen"
 	"github.com/codemode-go/codemode/internal/typescript"
 	"github.com/codemode-go/codemode/sandbox"
 )
@@ -387,34 +388,4 @@ func pathKey(path []string) string { return strings.Join(path, "\x00") }
 
 // jsPath renders a tool path as program code: tools.ns.tool or
 // tools.ns["odd-name"].
-func jsPath(path []string) string {
-	var b strings.Builder
-	b.WriteString("tools")
-	for _, p := range path {
-		if isIdentifier(p) {
-			b.WriteString(".")
-			b.WriteString(p)
-		} else {
-			q, _ := json.Marshal(p)
-			b.WriteString("[")
-			b.Write(q)
-			b.WriteString("]")
-		}
-	}
-	return b.String()
-}
-
-func isIdentifier(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, r := range s {
-		switch {
-		case r == '_' || r == '$' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z'):
-		case i > 0 && r >= '0' && r <= '9':
-		default:
-			return false
-		}
-	}
-	return true
-}
+func jsPath(path []string) string { return tsgen.AccessPath(path) }

@@ -19,6 +19,7 @@ type Runtime struct {
 	index map[string]*toolEntry // by pathKey
 	paths [][]string            // binding members, "$codemode.search" last
 	sb    *sandbox.Sandbox
+	cat   catalog
 
 	mu     sync.Mutex
 	closed bool

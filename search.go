@@ -84,7 +84,7 @@ func (rt *Runtime) Search(query, namespace string, limit, offset int) SearchResu
 	if offset < 0 {
 		offset = 0
 	}
-	cat := rt.Catalog()
+	cat := rt.catalogEntries()
 	var pool []CatalogEntry
 	for _, c := range cat {
 		if namespace != "" && !strings.HasPrefix(c.Path+".", namespace+".") {

@@ -29,9 +29,12 @@ const (
 const usage = `codemode runs JavaScript/TypeScript programs against tools in a sandbox.
 
 Usage:
-  codemode run [flags] FILE|-     run a program (the body of an async function)
-  codemode demo [--pretty]        run the example program against the demo tools
-  codemode help                   show this help
+  codemode run [flags] FILE|-           run a program (the body of an async function)
+  codemode catalog [flags]              print every tool's path, description and signature (JSON)
+  codemode instructions [flags]         print the model instructions (markdown)
+  codemode search [flags] [QUERY]       search the tools as tools.$codemode.search does (JSON)
+  codemode demo [--pretty]              run the example program against the demo tools
+  codemode help                         show this help
 
 Flags come before the file. Run "codemode run -h" for the run flags.
 The result is printed as JSON; the exit status is 0 when the program
@@ -49,6 +52,8 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runCmd(args[1:], stdin, stdout, stderr)
 	case "demo":
 		return demoCmd(args[1:], stdout, stderr)
+	case "catalog", "instructions", "search":
+		return discoveryCmd(args[0], args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -66,6 +71,7 @@ type limitFlags struct {
 	pretty         bool
 	cacheDir       string
 	noCache        bool
+	catalogBudget  int
 }
 
 func (l *limitFlags) register(fs *flag.FlagSet) {
@@ -76,6 +82,7 @@ func (l *limitFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&l.pretty, "pretty", false, "indent the JSON result")
 	fs.StringVar(&l.cacheDir, "cache-dir", defaultCacheDir(), "directory for the compiled engine cache")
 	fs.BoolVar(&l.noCache, "no-cache", false, "do not keep the compiled engine on disk")
+	fs.IntVar(&l.catalogBudget, "catalog-budget", 0, "estimated tokens of signatures the instructions inline (0 = 2000)")
 }
 
 func (l *limitFlags) options(tools codemode.Tools) codemode.Options {
@@ -85,6 +92,7 @@ func (l *limitFlags) options(tools codemode.Tools) codemode.Options {
 		MaxToolCalls:   l.maxToolCalls,
 		MaxOutputBytes: l.maxOutputBytes,
 		MaxMemoryBytes: int64(l.maxMemory),
+		CatalogBudget:  l.catalogBudget,
 	}
 	if !l.noCache {
 		o.CacheDir = l.cacheDir
@@ -138,6 +146,68 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return execute(lf, tools, string(code), stdout, stderr)
 }
 
+// discoveryCmd serves catalog, instructions and search.
+func discoveryCmd(name string, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("codemode "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var lf limitFlags
+	lf.register(fs)
+	demoTools := fs.Bool("demo-tools", false, "describe the demo tools")
+	namespace := fs.String("namespace", "", "search: only tools in this namespace")
+	limit := fs.Int("limit", 10, "search: most items to return (1-100)")
+	offset := fs.Int("offset", 0, "search: items to skip")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if name != "search" && fs.NArg() != 0 || fs.NArg() > 1 {
+		fmt.Fprintf(stderr, "codemode %s: unexpected arguments %q (flags come first)\n", name, fs.Args())
+		return exitUsage
+	}
+	if *limit < 1 || *limit > 100 || *offset < 0 {
+		fmt.Fprintf(stderr, "codemode %s: --limit must be 1..100 and --offset at least 0\n", name)
+		return exitUsage
+	}
+	var tools codemode.Tools
+	if *demoTools {
+		tools = demo.Tools()
+	}
+	rt, err := codemode.New(lf.options(tools))
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode: %v\n", err)
+		return exitUsage
+	}
+	defer rt.Close()
+	var v any
+	switch name {
+	case "instructions":
+		fmt.Fprint(stdout, rt.Instructions())
+		return exitOK
+	case "catalog":
+		v = rt.Catalog()
+	case "search":
+		v = rt.Search(fs.Arg(0), *namespace, *limit, *offset)
+	}
+	if err := writeJSON(stdout, v, lf.pretty); err != nil {
+		fmt.Fprintf(stderr, "codemode: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// writeJSON prints v as JSON without HTML escaping, so signatures keep
+// their < and >.
+func writeJSON(w io.Writer, v any, pretty bool) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if pretty {
+		enc.SetIndent("", "  ")
+	}
+	return enc.Encode(v)
+}
+
 func demoCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("codemode demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -168,23 +238,14 @@ func execute(lf limitFlags, tools codemode.Tools, code string, stdout, stderr io
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	res, err := rt.Execute(ctx, code)
-	out, merr := marshal(res, lf.pretty)
-	if merr != nil {
-		fmt.Fprintf(stderr, "codemode: %v\n", merr)
+	if werr := writeJSON(stdout, res, lf.pretty); werr != nil {
+		fmt.Fprintf(stderr, "codemode: %v\n", werr)
 		return exitFailure
 	}
-	fmt.Fprintln(stdout, string(out))
 	if err != nil || !res.OK {
 		return exitFailure
 	}
 	return exitOK
-}
-
-func marshal(res codemode.Result, pretty bool) ([]byte, error) {
-	if pretty {
-		return json.MarshalIndent(res, "", "  ")
-	}
-	return json.Marshal(res)
 }
 
 func indent(s string) string {

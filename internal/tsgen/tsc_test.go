@@ -59,7 +59,7 @@ func (f *tsFile) addSignature(t *testing.T, origin string, path []string, sig st
 		}
 		doc, sig = sig[:end+3], sig[end+3:]
 	}
-	prefix := accessPath(path)
+	prefix := AccessPath(path)
 	rest, ok := strings.CutPrefix(sig, prefix+"(")
 	if !ok {
 		t.Fatalf("%s: signature %q does not start with %q", origin, sig, prefix+"(")

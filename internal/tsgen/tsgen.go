@@ -54,7 +54,7 @@ func Signature(path []string, description string, in, out json.RawMessage, prett
 	if pretty {
 		writeDoc(&b, docText(description), 0)
 	}
-	b.WriteString(accessPath(path))
+	b.WriteString(AccessPath(path))
 	b.WriteString("(")
 	b.WriteString(inputParam(in, pretty))
 	b.WriteString("): Promise<")
@@ -63,9 +63,10 @@ func Signature(path []string, description string, in, out json.RawMessage, prett
 	return b.String()
 }
 
-// accessPath spells the expression that reaches a tool from the tools
-// object.
-func accessPath(path []string) string {
+// AccessPath spells the expression that reaches a tool from the tools
+// object: tools.ns.tool, or tools.ns["odd-name"] for segments that are not
+// identifiers.
+func AccessPath(path []string) string {
 	var b strings.Builder
 	b.WriteString("tools")
 	for _, seg := range path {

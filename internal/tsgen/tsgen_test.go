@@ -197,8 +197,8 @@ func TestAccessPath(t *testing.T) {
 		`tools["quote\"d"]["</script>"]["é"]._`: {`quote"d`, "</script>", "é", "_"},
 	}
 	for want, path := range cases {
-		if got := accessPath(path); got != want {
-			t.Errorf("accessPath(%q) = %s, want %s", path, got, want)
+		if got := AccessPath(path); got != want {
+			t.Errorf("AccessPath(%q) = %s, want %s", path, got, want)
 		}
 	}
 }

@@ -1,0 +1,218 @@
+package codemode
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+
+// golden compares got with testdata/<name>, or rewrites it with -update.
+// A missing golden fails.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("missing golden %s (run go test -run %s -update): %v", path, t.Name(), err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the golden (run with -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+func schema(t *testing.T, s string) *jsonschema.Schema {
+	t.Helper()
+	var sc jsonschema.Schema
+	if err := json.Unmarshal([]byte(s), &sc); err != nil {
+		t.Fatalf("schema %s: %v", s, err)
+	}
+	return &sc
+}
+
+func nop(context.Context, json.RawMessage) (any, error) { return nil, nil }
+
+// shopTools is a small catalog with descriptions and input properties for
+// the discovery goldens.
+func shopTools(t *testing.T) Tools {
+	tool := func(desc, in, out string) Tool {
+		tl := Tool{Description: desc, Run: nop}
+		if in != "" {
+			tl.Input = schema(t, in)
+		}
+		if out != "" {
+			tl.Output = schema(t, out)
+		}
+		return tl
+	}
+	return Tools{
+		"orders": Tools{
+			"list":   tool("List orders, newest first.\nPaginated by cursor.", `{"type":"object","properties":{"status":{"enum":["open","shipped"],"description":"Only orders in this state."},"cursor":{"type":"string"}}}`, `{"type":"object","properties":{"orders":{"type":"array","items":{"type":"object","properties":{"id":{"type":"string"}}}},"next":{"type":["string","null"]}},"required":["orders"]}`),
+			"lookup": tool("Look up one order by id.", `{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`, ""),
+			"refund": tool("Refund an order, fully or partly.", `{"type":"object","properties":{"id":{"type":"string"},"amountCents":{"type":"integer","minimum":1,"description":"Amount to refund; the whole order when absent."}},"required":["id"]}`, ""),
+		},
+		"customers": Tools{
+			"getCustomer":     tool("Get a customer profile.", `{"type":"object","properties":{"customerId":{"type":"string"}},"required":["customerId"]}`, ""),
+			"searchCustomers": tool("Find customers by name or email.", `{"type":"object","properties":{"query":{"type":"string"}}}`, ""),
+			"addresses":       tool("List a customer's shipping addresses.", `{"type":"object","properties":{"customerId":{"type":"string"}}}`, ""),
+		},
+		"context7": Tools{
+			"resolve-library-id": tool("Resolve a package name to a library id.", `{"type":"object","properties":{"libraryName":{"type":"string"}},"required":["libraryName"]}`, ""),
+			"get-library-docs":   tool("Fetch documentation for a library id.", `{"type":"object","properties":{"id":{"type":"string"},"topic":{"type":"string"}}}`, ""),
+		},
+	}
+}
+
+func TestInstructionsGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{
+		{"complete", Options{Tools: shopTools(t), Timeout: 30e9, MaxToolCalls: 50}},
+		{"partial", Options{Tools: shopTools(t), CatalogBudget: 120}},
+		{"empty", Options{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := mustNew(t, tc.opts)
+			golden(t, "discovery/instructions-"+tc.name+".md", rt.Instructions())
+		})
+	}
+}
+
+func TestBudgetSelection(t *testing.T) {
+	long := Tool{Description: strings.Repeat("an expensive tool with a long description ", 3), Run: nop,
+		Input: schema(t, `{"type":"object","properties":{"first":{"type":"string"},"second":{"type":"number"},"third":{"type":"boolean"}}}`)}
+	cheap := Tool{Description: "cheap", Run: nop}
+	rt := mustNew(t, Options{
+		Tools:         Tools{"alpha": Tools{"cheap": cheap, "expensive": long}, "beta": Tools{"cheap": cheap}},
+		CatalogBudget: 40,
+	})
+	sel := selectCatalog(rt.catalogEntries(), 40)
+	if got := sel.header(); got != "PARTIAL - 2 of 3 shown" {
+		t.Errorf("header %q", got)
+	}
+	if got := sel.namespaces[0].label(); got != "alpha (2 tools, 1 shown)" {
+		t.Errorf("alpha label %q", got)
+	}
+	if got := sel.namespaces[1].label(); got != "beta (1 tool)" {
+		t.Errorf("beta label %q", got)
+	}
+	if none := selectCatalog(rt.catalogEntries(), 1); none.namespaces[0].label() != "alpha (2 tools, none shown)" || none.header() != "PARTIAL - 0 of 3 shown" {
+		t.Errorf("budget 1: %q %q", none.header(), none.namespaces[0].label())
+	}
+	if all := selectCatalog(rt.catalogEntries(), 10000); all.header() != "COMPLETE" {
+		t.Errorf("big budget: %q", all.header())
+	}
+	// Round robin: with a budget for three lines, each namespace gets its
+	// cheapest before any gets a second.
+	a := Tools{}
+	b := Tools{}
+	for _, n := range []string{"a1", "a2", "a3"} {
+		a[n] = cheap
+	}
+	for _, n := range []string{"b1", "b2", "b3"} {
+		b[n] = cheap
+	}
+	rt2 := mustNew(t, Options{Tools: Tools{"a": a, "b": b}})
+	cost := estimateTokens(rt2.catalogEntries()[0].line)
+	sel = selectCatalog(rt2.catalogEntries(), 3*cost)
+	if len(sel.namespaces[0].lines) != 2 || len(sel.namespaces[1].lines) != 1 {
+		t.Errorf("round robin gave a=%d b=%d lines, want 2 and 1", len(sel.namespaces[0].lines), len(sel.namespaces[1].lines))
+	}
+}
+
+func TestSearchGolden(t *testing.T) {
+	rt := mustNew(t, Options{Tools: shopTools(t)})
+	var out bytes.Buffer
+	for _, q := range []struct {
+		query, namespace string
+		limit, offset    int
+	}{
+		{"order", "", 10, 0},
+		{"refund order", "", 10, 0},
+		{"customer addresses", "", 10, 0}, // "addresses" also tries "address", "customers" -> "customer"
+		{"searchCustomers", "", 10, 0},    // camelCase splits into "search" "customers"
+		{"library docs", "", 10, 0},
+		{"orders.lookup", "", 10, 0},                        // exact path
+		{"tools.orders.lookup", "", 10, 0},                  // tools.-prefixed
+		{`tools.context7["resolve-library-id"]`, "", 10, 0}, // bracket expression
+		{"", "customers", 10, 0},                            // browse a namespace
+		{"*", "", 3, 0},                                     // browse, first page
+		{"", "", 3, 3},                                      // second page
+		{"", "", 3, 6},                                      // last page
+		{"zebra", "", 10, 0},                                // nothing matches
+	} {
+		res := rt.Search(q.query, q.namespace, q.limit, q.offset)
+		var paths []string
+		for _, it := range res.Items {
+			paths = append(paths, it.Path)
+		}
+		next := "null"
+		if res.Next != nil {
+			next = `{"offset":` + itoa(res.Next.Offset) + `}`
+		}
+		out.WriteString("query=" + q.query + " namespace=" + q.namespace + " limit=" + itoa(q.limit) + " offset=" + itoa(q.offset) + "\n")
+		out.WriteString("  items: " + strings.Join(paths, ", ") + "\n")
+		out.WriteString("  remaining: " + itoa(res.Remaining) + " next: " + next + "\n")
+	}
+	golden(t, "discovery/search.txt", out.String())
+	// One full item, with its signature.
+	res := rt.Search("orders.refund", "", 10, 0)
+	b, _ := json.MarshalIndent(res, "", "  ")
+	golden(t, "discovery/search-item.json", string(b)+"\n")
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func TestSearchTerms(t *testing.T) {
+	for q, want := range map[string]string{
+		"listOrders":          "list orders",
+		"getHTTPResponseCode": "get http response code",
+		"repos/get-content":   "repos get content",
+		"  * user_id  ":       "user id",
+		"ÜberCase résumé2":    "über case résumé2",
+		"v2.session.get":      "v2 session get",
+	} {
+		if got := strings.Join(searchTerms(q), " "); got != want {
+			t.Errorf("searchTerms(%q) = %q, want %q", q, got, want)
+		}
+	}
+	for term, want := range map[string]string{"addresses": "addresses address", "orders": "orders order", "is": "is", "bus": "bus bu", "yes": "yes ye"} {
+		if got := strings.Join(termForms(term), " "); got != want {
+			t.Errorf("termForms(%q) = %q, want %q", term, got, want)
+		}
+	}
+}
+
+func TestSearchAsTool(t *testing.T) {
+	rt := mustNew(t, Options{Tools: shopTools(t), MaxToolCalls: 3})
+	res := run(t, rt, `const r = await tools.$codemode.search({ query: "refund" })
+		const page = await tools.$codemode.search({ limit: 2 })
+		const more = await tools.$codemode.search({ limit: 2, ...page.next })
+		return [r.items[0].path, r.items[0].signature.includes("amountCents"), page.items.length, more.items[0].path !== page.items[0].path]`)
+	if string(res.Value) != `["orders.refund",true,2,true]` || len(res.ToolCalls) != 3 || res.ToolCalls[0].Name != "$codemode.search" {
+		t.Errorf("got %s", resultJSON(res))
+	}
+	res = run(t, rt, `return await tools.$codemode.search({ limit: 1000 })`)
+	if res.OK || res.Error.Kind != InvalidToolInput {
+		t.Errorf("bad limit: %s", resultJSON(res))
+	}
+}
