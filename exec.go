@@ -29,10 +29,26 @@ type execution struct {
 const toolErrorMember = "tool"
 
 func (rt *Runtime) execute(ctx context.Context, code string) (Result, error) {
+	// Plain JavaScript runs as written; only a program that does not
+	// compile that way (TypeScript, or a syntax error) goes through esbuild,
+	// whose syntax errors and positions are the ones reported.
+	if prog := typescript.Wrap(code); prog != nil {
+		res, sf, err := rt.runProgram(ctx, prog)
+		if sf == nil || !sf.Syntax {
+			return res, err
+		}
+	}
 	prog, diag := compile(code)
 	if diag != nil {
 		return Result{Error: diag, ToolCalls: []ToolCall{}}, nil
 	}
+	res, _, err := rt.runProgram(ctx, prog)
+	return res, err
+}
+
+// runProgram runs a compiled program; it also returns the sandbox's
+// failure so execute can tell a syntax error from everything else.
+func (rt *Runtime) runProgram(ctx context.Context, prog *typescript.Program) (Result, *sandbox.Failure, error) {
 	ex := &execution{rt: rt, limiter: newFIFO(rt.opts.MaxConcurrency)}
 	req := sandbox.Request{
 		Program: prog.Script,
@@ -53,16 +69,16 @@ func (rt *Runtime) execute(ctx context.Context, code string) (Result, error) {
 	}
 	sr, err := rt.sb.Run(ctx, req)
 	if err != nil {
-		return Result{Error: &Diagnostic{Kind: ExecutionFailure, Message: err.Error()}, ToolCalls: []ToolCall{}}, err
+		return Result{Error: &Diagnostic{Kind: ExecutionFailure, Message: err.Error()}, ToolCalls: []ToolCall{}}, nil, err
 	}
 	res := ex.result(sr, prog)
 	if sr.Failure != nil && sr.Failure.Kind == sandbox.Abort {
 		if err := ctx.Err(); err != nil {
-			return res, err
+			return res, sr.Failure, err
 		}
-		return res, context.Canceled
+		return res, sr.Failure, context.Canceled
 	}
-	return res, nil
+	return res, sr.Failure, nil
 }
 
 func (rt *Runtime) outputBudget() (int, bool) {

@@ -18,9 +18,10 @@ func TestHostilePrograms(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		return "late", nil
 	}}
+	const timeout = 300 * time.Millisecond
 	rt, err := New(Options{
 		Tools:          Tools{"slow": Tools{"ignore": ignoring}},
-		Timeout:        300 * time.Millisecond,
+		Timeout:        timeout,
 		MaxMemoryBytes: 32 << 20,
 		MaxOutputBytes: 64 << 10,
 	})
@@ -28,6 +29,13 @@ func TestHostilePrograms(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
+	// Cases that must end by themselves get a deadline they cannot reach
+	// on a loaded machine.
+	patient, err := New(Options{Timeout: 20 * time.Second, MaxMemoryBytes: 32 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer patient.Close()
 	for _, tc := range []struct {
 		name string
 		code string
@@ -70,8 +78,12 @@ for (;;) JSON.stringify(big)`, TimeoutExceeded, true},
 		{"proxy trap at boundary", `return new Proxy({}, { ownKeys() { for (;;) {} } })`, TimeoutExceeded, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			r := patient
+			if tc.deadline {
+				r = rt
+			}
 			start := time.Now()
-			res, err := rt.Execute(context.Background(), tc.code)
+			res, err := r.Execute(context.Background(), tc.code)
 			elapsed := time.Since(start)
 			if err != nil {
 				t.Fatalf("Execute: %v", err)
@@ -81,7 +93,7 @@ for (;;) JSON.stringify(big)`, TimeoutExceeded, true},
 				t.Fatalf("got %s, want kind %s", b, tc.kind)
 			}
 			if tc.deadline {
-				over := elapsed - 300*time.Millisecond
+				over := elapsed - timeout
 				t.Logf("stopped %v after the deadline", over.Round(time.Millisecond))
 				if over > time.Second {
 					t.Errorf("stopped %v after the deadline", over)

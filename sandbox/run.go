@@ -100,6 +100,7 @@ type run struct {
 	cancel context.CancelFunc
 
 	deadline time.Time
+	b        *booted
 	in       *quickjs.Instance
 	ctl      controls
 	main     quickjs.Value
@@ -187,11 +188,14 @@ func (r *run) work() {
 }
 
 func (r *run) execute() *Failure {
-	in, err := r.s.engine.NewInstance(r.ctx, quickjs.InstanceConfig{MemoryLimit: r.req.MemoryBytes, StackSize: stackSize, Host: r.host})
+	b, err := r.s.acquire(r.req.MemoryBytes, bindingSpec(r.req.Bindings))
 	if err != nil {
 		return &Failure{Kind: WorkerExit, Message: "the engine could not start: " + err.Error()}
 	}
+	in := b.in
 	defer in.Close()
+	r.b, r.ctl = b, b.ctl
+	in.SetHost(r.host)
 	in.SetDeadline(r.deadline)
 	r.mu.Lock()
 	r.in = in
@@ -201,9 +205,6 @@ func (r *run) execute() *Failure {
 		in.Kill()
 	}
 	defer r.freeRejections()
-	if err := r.boot(); err != nil {
-		return r.engineFailure(err)
-	}
 	v, err := in.Eval(r.req.Program, programFile, quickjs.EvalStrict)
 	if err != nil {
 		f := r.engineFailure(err)
@@ -227,84 +228,13 @@ const stackSize = 800 << 10
 
 const programFile = "program.js"
 
-// boot evaluates the prelude and installs the bindings.
-func (r *run) boot() error {
-	in := r.in
-	fn, err := in.EvalBytecode(r.s.boot)
-	if err != nil {
-		return err
-	}
-	defer in.Free(fn)
-	hostFn, err := in.NewHostFunction("host")
-	if err != nil {
-		return err
-	}
-	defer in.Free(hostFn)
-	ctl, err := in.Call(fn, in.Global(), hostFn)
-	if err != nil {
-		return err
-	}
-	r.ctl.obj = ctl
-	for name, dst := range map[string]*quickjs.Value{
-		"install": &r.ctl.install, "settle": &r.ctl.settle, "fire": &r.ctl.fire,
-		"cancelTimers": &r.ctl.cancelTimers, "start": &r.ctl.start, "finish": &r.ctl.finish,
-		"describe": &r.ctl.describe, "callId": &r.ctl.callID,
-	} {
-		if *dst, err = in.GetProp(ctl, name); err != nil {
-			return err
-		}
-	}
-	type nsSpec struct {
-		Name       string      `json:"name"`
-		Members    [][]string  `json:"members"`
-		ErrorClass *ErrorClass `json:"errorClass,omitempty"`
-	}
-	specs := make([]nsSpec, len(r.req.Bindings))
-	for i, ns := range r.req.Bindings {
-		specs[i] = nsSpec{Name: ns.Name, Members: ns.Members, ErrorClass: ns.ErrorClass}
-		if specs[i].Members == nil {
-			specs[i].Members = [][]string{}
-		}
-	}
-	spec, err := json.Marshal(specs)
-	if err != nil {
-		return err
-	}
-	_, err = r.callString(r.ctl.install, string(spec))
-	return err
-}
-
-// callString calls a control function with string arguments and returns
-// its result as a string ("" for undefined).
+// callString and callValues call a control function of the run's instance.
 func (r *run) callString(fn quickjs.Value, args ...string) (string, error) {
-	in := r.in
-	boxes := make([]quickjs.Value, 0, len(args))
-	defer func() {
-		for _, b := range boxes {
-			in.Free(b)
-		}
-	}()
-	for _, a := range args {
-		b, err := in.NewString(a)
-		if err != nil {
-			return "", err
-		}
-		boxes = append(boxes, b)
-	}
-	return r.callValues(fn, boxes...)
+	return r.b.callString(fn, args...)
 }
 
 func (r *run) callValues(fn quickjs.Value, args ...quickjs.Value) (string, error) {
-	in := r.in
-	v, err := in.Call(fn, r.ctl.obj, args...)
-	if err != nil {
-		return "", err
-	}
-	defer in.Free(v)
-	if !in.IsString(v) {
-		return "", nil
-	}
-	return in.String(v)
+	return r.b.callValues(fn, args...)
 }
 
 // loop drives the program until its promise settles and every call it

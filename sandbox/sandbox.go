@@ -51,13 +51,18 @@ type Options struct {
 // independent of each other.
 type Sandbox struct {
 	engine *quickjs.Engine
-	// boot is the prelude compiled once to engine bytecode: parsing it
+	// prelude is prelude.js compiled once to engine bytecode: parsing it
 	// costs milliseconds per instance, loading bytecode a tenth of that.
-	boot []byte
+	prelude []byte
 
 	mu     sync.Mutex
 	closed bool
 	runs   sync.WaitGroup
+
+	poolMu      sync.Mutex
+	pools       map[poolKey]*pool
+	poolClock   uint64
+	poolsClosed bool
 }
 
 // New compiles the engine. This is the slow step; share the Sandbox.
@@ -71,7 +76,7 @@ func New(ctx context.Context, opts Options) (*Sandbox, error) {
 		_ = e.Close(ctx)
 		return nil, err
 	}
-	return &Sandbox{engine: e, boot: boot}, nil
+	return &Sandbox{engine: e, prelude: boot}, nil
 }
 
 func compileBoot(ctx context.Context, e *quickjs.Engine) ([]byte, error) {
@@ -97,7 +102,11 @@ func (s *Sandbox) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	s.poolMu.Lock()
+	s.poolsClosed = true
+	s.poolMu.Unlock()
 	s.runs.Wait()
+	s.stopPools()
 	return s.engine.Close(context.Background())
 }
 

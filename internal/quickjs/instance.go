@@ -275,6 +275,10 @@ func (in *Instance) mustCall(f api.Function, args ...uint64) uint32 {
 	return uint32(r)
 }
 
+// SetHost replaces the function serving host-function calls, so an
+// instance prepared ahead of time can serve the run that takes it.
+func (in *Instance) SetHost(h HostFunc) { in.host = h }
+
 // Dead reports whether the instance can no longer run code.
 func (in *Instance) Dead() bool { return in.dead }
 

@@ -6,6 +6,7 @@ package typescript
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -17,7 +18,10 @@ type Program struct {
 	// Script is strict-mode JavaScript whose completion value is the
 	// promise of the program's async function.
 	Script string
-	sm     *sourceMap
+	// Transformed reports that esbuild produced Script; otherwise Script
+	// is the program itself, wrapped.
+	Transformed bool
+	sm          *sourceMap
 }
 
 // Error is a program that does not compile.
@@ -38,7 +42,7 @@ func (e *Error) Error() string {
 	return e.Message
 }
 
-// ErrEmpty is the message for a program with no code.
+// emptyMessage explains a program with no code.
 const emptyMessage = "the program is empty: write the body of an async function and return a value"
 
 // The program becomes the body of an async arrow function. The header
@@ -48,7 +52,31 @@ const (
 	footer = "\n})()"
 )
 
-// Compile strips TypeScript syntax and wraps the program.
+// Wrap wraps a program as it is, for the fast path: most programs are
+// plain JavaScript, and running them directly skips esbuild (about 0.3 ms
+// a call, whatever the input size). It returns nil when the program must
+// go through Compile: when it is empty, or when its text has the shape of
+// a TypeScript generic call (f<T>(x)), which is also valid JavaScript
+// with a different meaning (two comparisons). Every other TypeScript
+// construct is a syntax error to a JavaScript parser, so a program that
+// fails to compile as wrapped goes through Compile as well.
+func Wrap(code string) *Program {
+	if strings.TrimSpace(code) == "" || genericCall.MatchString(code) {
+		return nil
+	}
+	return &Program{Script: header + code + footer}
+}
+
+// genericCall matches an identifier, a closing bracket or a property
+// access followed by type arguments and a call: f<T>(, a.b<T, U>(,
+// x]<{ a: T }>(.
+var genericCall = regexp.MustCompile(`[\w$)\]]\s*<` + typeArgs + `(<` + typeArgs + `>` + typeArgs + `)*>\s*\(`)
+
+// typeArgs is text inside type arguments: no angle brackets, statement
+// ends, assignments, parentheses, or the && and || of an expression.
+const typeArgs = `(?:[^<>;=&|()]|&[^&]|\|[^|])*`
+
+// Compile strips TypeScript syntax with esbuild and wraps the program.
 func Compile(code string) (*Program, error) {
 	if strings.TrimSpace(code) == "" {
 		return nil, &Error{Message: emptyMessage}
@@ -71,7 +99,7 @@ func Compile(code string) (*Program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("typescript: source map: %w", err)
 	}
-	return &Program{Script: string(res.Code), sm: sm}, nil
+	return &Program{Script: string(res.Code), Transformed: true, sm: sm}, nil
 }
 
 func toError(code string, m api.Message) *Error {
@@ -132,7 +160,17 @@ func isModuleStatement(text string) bool {
 
 // Position maps a 1-based line and column of Script back to the program.
 func (p *Program) Position(line, column int) (int, int, bool) {
-	if p == nil || p.sm == nil {
+	if p == nil {
+		return 0, 0, false
+	}
+	if !p.Transformed {
+		// Only the header line precedes the program.
+		if line < 2 {
+			return 0, 0, false
+		}
+		return line - 1, column, true
+	}
+	if p.sm == nil {
 		return 0, 0, false
 	}
 	sl, sc, ok := p.sm.lookup(line-1, column-1)

@@ -48,3 +48,24 @@ func TestCompileStripsTypes(t *testing.T) {
 		}
 	}
 }
+
+func TestWrapFastPath(t *testing.T) {
+	for code, fast := range map[string]bool{
+		"return 1": true,
+		"const a = [1, 2]\nreturn a.map((x) => x)": true,
+		"if (a < b && c > (d)) return 1":           true, // not a call shape: "&&" breaks it
+		"return items.map<string>((i) => i.id)":    false,
+		"const m = new Map<string, number>()":      false,
+		"return f<{ a: Array<number> }>(x)":        false,
+		"   \n\t":                                  false,
+		"let x: number = 1":                        true, // a syntax error to JavaScript: falls back later
+	} {
+		if got := Wrap(code) != nil; got != fast {
+			t.Errorf("Wrap(%q) fast = %v, want %v", code, got, fast)
+		}
+	}
+	p := Wrap("const a = 1\nthrow new Error(a)")
+	if l, c, ok := p.Position(3, 7); !ok || l != 2 || c != 7 {
+		t.Errorf("Position(3,7) = %d,%d,%v", l, c, ok)
+	}
+}
