@@ -178,7 +178,7 @@ func (ex *execution) perform(ctx context.Context, slot *ticket, index int, name 
 	if err != nil {
 		end.Outcome, end.Message = "invalid-output", err.Error()
 		ex.hookEnd(end)
-		return nil, &sandbox.CallError{Kind: string(InvalidToolOutput), Message: name + " returned a value that is not plain data: " + err.Error()}
+		return nil, &sandbox.CallError{Kind: string(InvalidToolOutput), Message: jsPath(strings.Split(name, ".")) + " returned something that is not plain data: " + err.Error()}
 	}
 	end.Outcome = "ok"
 	ex.hookEnd(end)

@@ -24,18 +24,24 @@ type ticket struct {
 
 func newFIFO(n int) *fifo { return &fifo{free: n} }
 
+// granted is the ready channel of every ticket granted at once, so the
+// common case allocates no channel.
+var granted = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
 // enqueue takes a ticket, granting it at once when a slot is free and
 // nobody is ahead.
 func (f *fifo) enqueue() *ticket {
-	t := &ticket{ready: make(chan struct{}), f: f}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.free > 0 && len(f.queue) == 0 {
 		f.free--
-		t.granted = true
-		close(t.ready)
-		return t
+		return &ticket{ready: granted, granted: true, f: f}
 	}
+	t := &ticket{ready: make(chan struct{}), f: f}
 	f.queue = append(f.queue, t)
 	return t
 }

@@ -378,21 +378,24 @@
     return e;
   };
 
-  function startCall(nsIndex, path, input) {
+  // startCall serializes the input and hands the call to the host. Depth
+  // and reserved keys are checked by the host on the JSON text; here only
+  // what JSON cannot carry is refused.
+  function startCall(nsIndex, pathJSON, name, input) {
     const ns = namespaces[nsIndex];
-    const name = arrayJoin(path, ".");
-    let json;
-    try {
-      json = input === undefined ? "{}" : serialize(input, false, "input");
-    } catch (e) {
-      if (e instanceof BoundaryError) return promiseReject(makeError(ns, name, ns.dataKind, e.message));
-      throw e;
+    let json = "{}";
+    if (input !== undefined) {
+      try {
+        json = JSONStringify(input, argsReplacer);
+      } catch (e) {
+        return promiseReject(makeError(ns, name, ns.dataKind, boundaryMessage(e, "the input")));
+      }
     }
     const id = ++callSeq;
     let resolve, reject;
     const p = new PromiseCtor((res, rej) => { resolve = res; reject = rej; });
     weakSet(callIds, p, id);
-    const refused = host("call", id, nsIndex, JSONStringify(path), json);
+    const refused = host("call", id, nsIndex, pathJSON, json);
     if (typeof refused === "string") {
       const r = JSONParse(refused);
       reject(makeError(ns, name, r.kind, r.message));
@@ -403,8 +406,6 @@
   }
 
   function settle(id, ok, payload) {
-    id = NumberCtor(id);
-    ok = ok === "1";
     const c = mapGet(pending, id);
     if (!c) return;
     mapDelete(pending, id);
@@ -459,44 +460,39 @@
     return root;
   }
 
+  // makeNamespace builds the proxy tree lazily: a node's proxy is made on
+  // first access and cached on its parent. Every path below the root is
+  // callable; the tree (fixed at install) answers enumeration.
   function makeNamespace(nsIndex, root) {
-    const cache = new MapCtor(); // path key -> proxy
-    const lookup = (path) => {
-      let node = root;
-      for (const seg of path) {
-        node = node && mapGet(node.children, seg);
-        if (!node) return undefined;
-      }
-      return node;
-    };
-    const proxyFor = (path) => {
-      const key = JSONStringify(path);
-      let p = mapGet(cache, key);
-      if (p) return p;
-      const isRoot = path.length === 0;
-      const target = isRoot ? {} : () => {};
-      const childDescriptor = (name) => ({ value: proxyFor([...path, name]), writable: false, enumerable: true, configurable: true });
-      const names = () => {
-        const node = lookup(path);
-        const out = [];
-        if (node) for (const [k] of mapEntries(node.children)) arrayPush(out, k);
-        return out;
+    const make = (path, node) => {
+      const kids = new MapCtor();
+      const pathJSON = JSONStringify(path);
+      const name = arrayJoin(path, ".");
+      const child = (k) => {
+        let p = mapGet(kids, k);
+        if (p === undefined) {
+          p = make([...path, k], node && mapGet(node.children, k));
+          mapSet(kids, k, p);
+        }
+        return p;
       };
       const handler = {
         get(t, k) {
           if (typeof k === "symbol" || k === "then" || k === "toJSON") return undefined;
-          return proxyFor([...path, k]);
+          return child(k);
         },
-        has(t, k) {
-          if (typeof k === "symbol") return false;
-          const node = lookup(path);
-          return !!(node && mapHas(node.children, k));
+        has(t, k) { return typeof k === "string" && node !== undefined && mapHas(node.children, k); },
+        ownKeys() {
+          const out = [];
+          if (node) {
+            const it = mapEntries(node.children);
+            for (let r = iterNext(it); !r.done; r = iterNext(it)) arrayPush(out, r.value[0]);
+          }
+          return out;
         },
-        ownKeys() { return names(); },
         getOwnPropertyDescriptor(t, k) {
-          if (typeof k === "symbol") return undefined;
-          const node = lookup(path);
-          return node && mapHas(node.children, k) ? childDescriptor(k) : undefined;
+          if (typeof k !== "string" || node === undefined || !mapHas(node.children, k)) return undefined;
+          return { value: child(k), writable: false, enumerable: true, configurable: true };
         },
         set() { return false; },
         defineProperty() { return false; },
@@ -504,14 +500,12 @@
         setPrototypeOf() { return false; },
         preventExtensions() { return false; },
       };
-      if (!isRoot) {
-        handler.apply = (t, self, args) => startCall(nsIndex, path, args[0]);
+      if (path.length > 0) {
+        handler.apply = (t, self, args) => startCall(nsIndex, pathJSON, name, args[0]);
       }
-      p = new ProxyCtor(target, handler);
-      mapSet(cache, key, p);
-      return p;
+      return new ProxyCtor(path.length === 0 ? {} : () => {}, handler);
     };
-    return proxyFor([]);
+    return make([], root);
   }
 
   function makeErrorClass(name) {
@@ -547,6 +541,34 @@
   // symbols, promises). For the final value, undefined becomes null.
 
   class BoundaryError extends ErrorCtor {}
+
+  // argsReplacer refuses what JSON cannot carry; everything else follows
+  // JSON.stringify (undefined keys dropped, Dates as ISO strings, ...).
+  const argsReplacer = function (key, v) {
+    switch (typeof v) {
+      case "function": throw new BoundaryError(atKey(key) + "is a function, which is not data");
+      case "bigint": throw new BoundaryError(atKey(key) + "is a BigInt; convert it with String() or Number()");
+      case "symbol": throw new BoundaryError(atKey(key) + "is a symbol, which is not data");
+      case "object":
+        if (v !== null && isPromise(v)) throw new BoundaryError(atKey(key) + "is a Promise; await it first");
+        if (v !== null && isError(v)) return errorData(v);
+    }
+    return v;
+  };
+  const atKey = (key) => (key === "" ? "" : "the value at key " + JSONStringify(key) + " ");
+  const errorData = (v) => {
+    const plain = { name: StringCtor(v.name), message: StringCtor(v.message) };
+    const ks = objectKeys(v);
+    for (let i = 0; i < ks.length; i++) if (ks[i] !== "name" && ks[i] !== "message") plain[ks[i]] = v[ks[i]];
+    return plain;
+  };
+  const boundaryMessage = (e, what) => {
+    if (e instanceof BoundaryError) return what + " is not plain data: " + e.message;
+    if (e instanceof TypeErrorCtor && stringIncludes(StringCtor(e.message), "circular")) {
+      return what + " contains a cycle (an object that contains itself)";
+    }
+    throw e;
+  };
   const RESERVED = { __proto__: null, ["__proto__"]: true, constructor: true, prototype: true };
   const MAX_DEPTH = 32;
 
@@ -588,11 +610,7 @@
           const up = mapGet(info, holder);
           const depth = (up ? up.depth : 0) + 1;
           if (depth > MAX_DEPTH) fail(holder, key, "is nested deeper than " + MAX_DEPTH + " levels");
-          if (isError(v)) {
-            const plain = { name: StringCtor(v.name), message: StringCtor(v.message) };
-            for (const k of objectKeys(v)) if (k !== "name" && k !== "message") plain[k] = v[k];
-            v = plain;
-          }
+          if (isError(v)) v = errorData(v);
           mapSet(info, v, { depth, parent: holder, key });
           return v;
         }
@@ -646,7 +664,6 @@
     install,
     settle,
     fire(id) {
-      id = NumberCtor(id);
       const t = mapGet(timers, id);
       if (!t) return;
       if (t.repeat) host("timer", id, t.delay);

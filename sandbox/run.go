@@ -84,6 +84,7 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (Result, error) {
 // completion is a finished call, posted by its goroutine.
 type completion struct {
 	id  int
+	ns  int // namespace index
 	out json.RawMessage
 	err error
 }
@@ -125,6 +126,17 @@ type run struct {
 type controls struct {
 	obj                                                                  quickjs.Value
 	install, settle, fire, cancelTimers, start, finish, describe, callID quickjs.Value
+}
+
+// ctxExpiry classifies the end of r.ctx.
+func (r *run) ctxExpiry() FailureKind {
+	if r.caller.Err() == nil && !r.deadline.IsZero() && !time.Now().Before(r.deadline) {
+		return Timeout
+	}
+	if r.caller.Err() != nil {
+		return Abort
+	}
+	return Timeout
 }
 
 func (r *run) expire(kind FailureKind) {
@@ -305,6 +317,11 @@ func (r *run) loop() *Failure {
 			}
 		case <-r.expired:
 			return nil // result() reports the expiry
+		case <-r.ctx.Done():
+			// The deadline or the caller's cancellation, seen before Run's
+			// own timer: the run ends the same way.
+			r.expire(r.ctxExpiry())
+			return nil
 		}
 	}
 }
@@ -334,7 +351,13 @@ func (r *run) fireDue() error {
 			return nil
 		}
 		delete(r.timers, id)
-		if _, err := r.callString(r.ctl.fire, strconv.Itoa(id)); err != nil {
+		idBox, err := r.in.NewNumber(float64(id))
+		if err != nil {
+			return err
+		}
+		_, err = r.callValues(r.ctl.fire, idBox)
+		r.in.Free(idBox)
+		if err != nil {
 			var exc *quickjs.Exception
 			if errors.As(err, &exc) {
 				// A throwing timer callback is an uncaught exception, as in node.
@@ -354,23 +377,29 @@ func (r *run) deliver(c completion) error {
 	if _, ok := r.inflight[c.id]; !ok {
 		return nil // cancelled (lost a race)
 	}
+	if c.err != nil && r.ctx.Err() != nil {
+		// The call failed because the run is ending; the program must not
+		// see that as the call's own failure.
+		r.expire(r.ctxExpiry())
+		return nil
+	}
 	delete(r.inflight, c.id)
-	ok, payload := "1", string(c.out)
+	ok, payload := 1, string(c.out)
 	if c.err != nil {
 		ce := &CallError{Kind: "Error", Message: "the call failed"}
 		errors.As(c.err, &ce)
 		b, _ := json.Marshal(map[string]string{"kind": ce.Kind, "message": ce.Message})
-		ok, payload = "0", string(b)
-	} else if !json.Valid(c.out) {
-		b, _ := json.Marshal(map[string]string{"kind": "Error", "message": "the call returned invalid JSON"})
-		ok, payload = "0", string(b)
+		ok, payload = 0, string(b)
+	} else if err := CheckData(c.out, "the result"); err != nil {
+		b, _ := json.Marshal(map[string]string{"kind": r.dataKind(c.ns), "message": err.Error()})
+		ok, payload = 0, string(b)
 	}
-	idBox, err := r.in.NewString(strconv.Itoa(c.id))
+	idBox, err := r.in.NewNumber(float64(c.id))
 	if err != nil {
 		return err
 	}
 	defer r.in.Free(idBox)
-	okBox, err := r.in.NewString(ok)
+	okBox, err := r.in.NewNumber(float64(ok))
 	if err != nil {
 		return err
 	}
@@ -606,6 +635,9 @@ func (r *run) startCall(id, nsIndex int, pathJSON, input string) string {
 	if err := json.Unmarshal([]byte(pathJSON), &path); err != nil {
 		return refuse("Error", "malformed call path")
 	}
+	if err := CheckData([]byte(input), "the input"); err != nil {
+		return refuse(r.dataKind(nsIndex), err.Error())
+	}
 	work, err := admit(ns, Call{Path: path, Input: json.RawMessage(input)})
 	if err != nil {
 		ce := &CallError{Kind: "Error", Message: "the call was refused"}
@@ -617,11 +649,19 @@ func (r *run) startCall(id, nsIndex int, pathJSON, input string) string {
 	go func() {
 		out, err := runWork(ctx, work)
 		select {
-		case r.completions <- completion{id: id, out: out, err: err}:
+		case r.completions <- completion{id: id, ns: nsIndex, out: out, err: err}:
 		case <-r.stop:
 		}
 	}()
 	return ""
+}
+
+// dataKind is the kind of a call refused for its data.
+func (r *run) dataKind(nsIndex int) string {
+	if ec := r.req.Bindings[nsIndex].ErrorClass; ec != nil && ec.DataKind != "" {
+		return ec.DataKind
+	}
+	return "InvalidDataValue"
 }
 
 // admit calls Admit, turning a panic into a refusal.

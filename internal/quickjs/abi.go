@@ -33,6 +33,7 @@ type exports struct {
 	compile             api.Function // qjs_compile(code, len, filename, evalFlags, writeFlags, size_t* outLen) -> uint8_t*
 	evalBytecode        api.Function // qjs_eval_bytecode(buf, len) -> JSValue*
 	newString           api.Function // qjs_new_string(ptr, len) -> JSValue*
+	newNumber           api.Function // qjs_new_number(f64) -> JSValue*
 	getStringLen        api.Function // qjs_get_string_len(JSValue*, size_t* len) -> char*
 	freeCString         api.Function // qjs_free_cstring(char*)
 	getFloat64          api.Function // qjs_get_float64(JSValue*) -> f64
@@ -73,6 +74,7 @@ var exportTable = []struct {
 	{"qjs_compile", func(e *exports) *api.Function { return &e.compile }},
 	{"qjs_eval_bytecode", func(e *exports) *api.Function { return &e.evalBytecode }},
 	{"qjs_new_string", func(e *exports) *api.Function { return &e.newString }},
+	{"qjs_new_number", func(e *exports) *api.Function { return &e.newNumber }},
 	{"qjs_get_string_len", func(e *exports) *api.Function { return &e.getStringLen }},
 	{"qjs_free_cstring", func(e *exports) *api.Function { return &e.freeCString }},
 	{"qjs_get_float64", func(e *exports) *api.Function { return &e.getFloat64 }},

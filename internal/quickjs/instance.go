@@ -96,7 +96,8 @@ type Instance struct {
 	cancel   context.CancelFunc
 
 	global  Value
-	counted bool // holds a place in Engine.live
+	scratch uint32 // see mem.go
+	counted bool   // holds a place in Engine.live
 }
 
 // NewInstance creates a fresh instance. ctx bounds instantiation and, with
@@ -199,6 +200,9 @@ func (e *Engine) newInstance(ctx context.Context, cfg InstanceConfig) (in *Insta
 		return nil, err
 	}
 	in.global = Value(g)
+	if in.scratch, err = in.malloc(scratchSize); err != nil {
+		return nil, err
+	}
 	return in, nil
 }
 
@@ -333,7 +337,7 @@ func (in *Instance) takeException() error {
 
 // Eval evaluates a global script. flags are QuickJS JS_EVAL_* flags.
 func (in *Instance) Eval(code, filename string, flags int) (Value, error) {
-	cp, cl, err := in.writeString(code)
+	cp, cl, err := in.allocString(code)
 	if err != nil {
 		return 0, err
 	}
@@ -355,7 +359,7 @@ const (
 // Bytecode is specific to the engine binary; [Instance.EvalBytecode] runs
 // it in any instance of the same Engine, skipping the parse.
 func (in *Instance) Compile(code, filename string, flags int) ([]byte, error) {
-	cp, cl, err := in.writeString(code)
+	cp, cl, err := in.allocString(code)
 	if err != nil {
 		return nil, err
 	}
@@ -407,11 +411,14 @@ func (in *Instance) EvalBytecode(code []byte) (Value, error) {
 func (in *Instance) Call(fn, this Value, args ...Value) (Value, error) {
 	var argv uint32
 	if len(args) > 0 {
-		p, err := in.malloc(uint32(len(args) * 4))
-		if err != nil {
-			return 0, err
+		p := in.scratch + scratchArgv
+		if in.scratch == 0 || len(args) > maxScratchArgs {
+			var err error
+			if p, err = in.malloc(uint32(len(args) * 4)); err != nil {
+				return 0, err
+			}
+			defer in.freeGuest(p)
 		}
-		defer in.freeGuest(p)
 		for i, a := range args {
 			in.mod.Memory().WriteUint32Le(p+uint32(i)*4, uint32(a))
 		}
@@ -457,6 +464,11 @@ func (in *Instance) NewString(s string) (Value, error) {
 	return in.check(in.call(in.x.newString, uint64(p), uint64(l)))
 }
 
+// NewNumber makes a guest number.
+func (in *Instance) NewNumber(f float64) (Value, error) {
+	return in.check(in.call(in.x.newNumber, api.EncodeF64(f)))
+}
+
 // Undefined returns a new box holding undefined.
 func (in *Instance) Undefined() (Value, error) {
 	return in.check(in.call(in.x.getUndefined))
@@ -491,11 +503,14 @@ func (in *Instance) Float64(v Value) float64 {
 // String converts v to a Go string (ToString semantics; call only on
 // strings or values whose conversion runs no guest code).
 func (in *Instance) String(v Value) (string, error) {
-	lp, err := in.malloc(4)
-	if err != nil {
-		return "", err
+	lp := in.scratch + scratchLen
+	if in.scratch == 0 {
+		var err error
+		if lp, err = in.malloc(4); err != nil {
+			return "", err
+		}
+		defer in.freeGuest(lp)
 	}
-	defer in.freeGuest(lp)
 	sp, err := in.call(in.x.getStringLen, uint64(v), uint64(lp))
 	if err != nil {
 		return "", err
