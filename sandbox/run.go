@@ -240,11 +240,7 @@ const stackSize = 800 << 10
 
 const programFile = "program.js"
 
-// callString and callValues call a control function of the run's instance.
-func (r *run) callString(fn quickjs.Value, args ...string) (string, error) {
-	return r.b.callString(fn, args...)
-}
-
+// callValues calls a control function of the run's instance.
 func (r *run) callValues(fn quickjs.Value, args ...quickjs.Value) (string, error) {
 	return r.b.callValues(fn, args...)
 }
@@ -589,6 +585,10 @@ func (r *run) host(in *quickjs.Instance, name string, args []quickjs.Value) (qui
 	switch op {
 	case "log":
 		r.log(str(1), str(2))
+	case "url":
+		if err := r.loadURL(in); err != nil {
+			return 0, err
+		}
 	case "timer":
 		r.timers[num(1)] = time.Now().Add(time.Duration(num(2)) * time.Millisecond)
 	case "clearTimer":
@@ -605,6 +605,21 @@ func (r *run) host(in *quickjs.Instance, name string, args []quickjs.Value) (qui
 		}
 	}
 	return in.Undefined()
+}
+
+// loadURL installs URL and URLSearchParams from their bytecode.
+func (r *run) loadURL(in *quickjs.Instance) error {
+	fn, err := in.EvalBytecode(r.s.url)
+	if err != nil {
+		return err
+	}
+	defer in.Free(fn)
+	v, err := in.Call(fn, in.Global(), in.Global())
+	if err != nil {
+		return err
+	}
+	in.Free(v)
+	return nil
 }
 
 func (r *run) log(level, text string) {

@@ -16,6 +16,9 @@ import (
 //go:embed prelude.js
 var prelude string
 
+//go:embed url.js
+var urlJS string
+
 // FailureKind classifies why a run did not produce a value. The kinds are
 // orthogonal: exactly one applies to a failed run.
 type FailureKind string
@@ -51,9 +54,10 @@ type Options struct {
 // independent of each other.
 type Sandbox struct {
 	engine *quickjs.Engine
-	// prelude is prelude.js compiled once to engine bytecode: parsing it
-	// costs milliseconds per instance, loading bytecode a tenth of that.
-	prelude []byte
+	// prelude and url are prelude.js and url.js compiled once to engine
+	// bytecode: parsing them costs milliseconds per instance, loading
+	// bytecode a tenth of that.
+	prelude, url []byte
 
 	mu     sync.Mutex
 	closed bool
@@ -71,25 +75,27 @@ func New(ctx context.Context, opts Options) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	boot, err := compileBoot(ctx, e)
-	if err != nil {
+	s := &Sandbox{engine: e}
+	if err := s.compileScripts(ctx); err != nil {
 		_ = e.Close(ctx)
 		return nil, err
 	}
-	return &Sandbox{engine: e, prelude: boot}, nil
+	return s, nil
 }
 
-func compileBoot(ctx context.Context, e *quickjs.Engine) ([]byte, error) {
-	in, err := e.NewInstance(ctx, quickjs.InstanceConfig{})
+func (s *Sandbox) compileScripts(ctx context.Context) error {
+	in, err := s.engine.NewInstance(ctx, quickjs.InstanceConfig{})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer in.Close()
-	b, err := in.Compile(prelude, "<prelude>", quickjs.EvalStrict)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: prelude does not compile: %w", err)
+	if s.prelude, err = in.Compile(prelude, "<prelude>", quickjs.EvalStrict); err != nil {
+		return fmt.Errorf("sandbox: prelude.js does not compile: %w", err)
 	}
-	return b, nil
+	if s.url, err = in.Compile(urlJS, "<url>", quickjs.EvalStrict); err != nil {
+		return fmt.Errorf("sandbox: url.js does not compile: %w", err)
+	}
+	return nil
 }
 
 // Close waits for in-flight runs (including runs abandoned at their
