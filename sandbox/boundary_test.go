@@ -56,3 +56,19 @@ func BenchmarkCheckData(b *testing.B) {
 		}
 	}
 }
+
+// FuzzCheckData: CheckData accepts exactly what encoding/json accepts,
+// less the data rules.
+func FuzzCheckData(f *testing.F) {
+	f.Add(`{"a":[1,2,{"b":"c"}]}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		err := CheckData([]byte(s), "v")
+		if json.Valid([]byte(s)) {
+			if err != nil && !strings.Contains(err.Error(), "reserved key") && !strings.Contains(err.Error(), "deeper than") {
+				t.Fatalf("valid JSON %q refused: %v", s, err)
+			}
+		} else if err == nil {
+			t.Fatalf("invalid JSON %q accepted", s)
+		}
+	})
+}
