@@ -36,8 +36,10 @@ var secrets = []string{
 func TestSecretsNeverLeak(t *testing.T) {
 	msg := "request failed: " + strings.Join(secrets, " ")
 	rt := mustNew(t, Options{Tools: Tools{"svc": Tools{
-		"fails":     Tool{Run: func(context.Context, json.RawMessage) (any, error) { return nil, errors.New(msg) }},
-		"wraps":     Tool{Run: func(context.Context, json.RawMessage) (any, error) { return nil, fmt.Errorf("lookup: %w", errors.New(msg)) }},
+		"fails": Tool{Run: func(context.Context, json.RawMessage) (any, error) { return nil, errors.New(msg) }},
+		"wraps": Tool{Run: func(context.Context, json.RawMessage) (any, error) {
+			return nil, fmt.Errorf("lookup: %w", errors.New(msg))
+		}},
 		"panics":    Tool{Run: func(context.Context, json.RawMessage) (any, error) { panic(msg) }},
 		"panicsErr": Tool{Run: func(context.Context, json.RawMessage) (any, error) { panic(errors.New(msg)) }},
 		"badOutput": Tool{Run: func(context.Context, json.RawMessage) (any, error) {
