@@ -699,6 +699,11 @@
     // finish serializes a fulfilled program result: "1" + JSON, or
     // "0" + describe(error) when it is not data.
     finish(v) {
+      switch (typeof v) {
+        case "number": case "boolean": case "string": return "1" + JSONStringify(v);
+        case "undefined": return "1null";
+      }
+      if (v === null) return "1null";
       try {
         return "1" + serialize(v, true, "the result");
       } catch (e) {

@@ -181,14 +181,6 @@ func (r *run) expiryFailure() *Failure {
 
 // work owns the engine instance for the whole run.
 func (r *run) work() {
-	defer close(r.finished)
-	defer r.cancel()
-	defer close(r.stop)
-	defer func() {
-		for _, c := range r.inflight {
-			c()
-		}
-	}()
 	f := r.execute()
 	r.mu.Lock()
 	if f != nil {
@@ -197,6 +189,19 @@ func (r *run) work() {
 	}
 	r.complete = true
 	r.mu.Unlock()
+	for _, c := range r.inflight {
+		c()
+	}
+	close(r.stop)
+	r.cancel()
+	close(r.finished)
+	// Releasing the instance (unmapping its memory) is not on the caller's
+	// path: Run has its result. Sandbox.Close still waits for it, through
+	// the engine's count of live instances.
+	if r.in != nil {
+		r.freeRejections()
+		r.in.Close()
+	}
 }
 
 func (r *run) execute() *Failure {
@@ -205,7 +210,6 @@ func (r *run) execute() *Failure {
 		return &Failure{Kind: WorkerExit, Message: "the engine could not start: " + err.Error()}
 	}
 	in := b.in
-	defer in.Close()
 	r.b, r.ctl = b, b.ctl
 	in.SetHost(r.host)
 	in.SetDeadline(r.deadline)
@@ -216,7 +220,6 @@ func (r *run) execute() *Failure {
 	if expired {
 		in.Kill()
 	}
-	defer r.freeRejections()
 	v, err := in.Eval(r.req.Program, programFile, quickjs.EvalStrict)
 	if err != nil {
 		f := r.engineFailure(err)
@@ -278,10 +281,12 @@ func (r *run) loop() *Failure {
 				return f
 			}
 			if r.settled {
-				if _, err := r.callValues(r.ctl.cancelTimers); err != nil {
-					return r.engineFailure(err)
+				if len(r.timers) > 0 {
+					if _, err := r.callValues(r.ctl.cancelTimers); err != nil {
+						return r.engineFailure(err)
+					}
+					clear(r.timers)
 				}
-				clear(r.timers)
 				continue
 			}
 		}
