@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/internal/bench"
 	"github.com/codemode-go/codemode/internal/demo"
 )
 
@@ -34,6 +35,7 @@ Usage:
   codemode instructions [flags]         print the model instructions (markdown)
   codemode search [flags] [QUERY]       search the tools as tools.$codemode.search does (JSON)
   codemode demo [--pretty]              run the example program against the demo tools
+  codemode bench [--quick]              measure overhead, the tool-call bridge, compute (against node) and memory
   codemode help                         show this help
 
 Flags come before the file. Run "codemode run -h" for the run flags.
@@ -54,6 +56,8 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return demoCmd(args[1:], stdout, stderr)
 	case "catalog", "instructions", "search":
 		return discoveryCmd(args[0], args[1:], stdout, stderr)
+	case "bench":
+		return benchCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -194,6 +198,36 @@ func discoveryCmd(name string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "codemode: %v\n", err)
 		return exitFailure
 	}
+	return exitOK
+}
+
+func benchCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("codemode bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	quick := fs.Bool("quick", false, "fewer repetitions")
+	node := fs.String("node", "", `node binary for the comparison (default: node on PATH; "-" skips it)`)
+	cacheDir := fs.String("cache-dir", defaultCacheDir(), "compilation cache for the cold-start measurement")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "codemode bench: takes no arguments")
+		return exitUsage
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		exe = ""
+	}
+	fmt.Fprintln(stderr, "measuring (about a minute)...")
+	rep, err := bench.Run(context.Background(), bench.Options{Quick: *quick, Executable: exe, CacheDir: *cacheDir, Node: *node})
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode bench: %v\n", err)
+		return exitFailure
+	}
+	rep.Write(stdout)
 	return exitOK
 }
 
