@@ -169,20 +169,17 @@ func (s *Sandbox) boot(memory uint64, spec string) (b *booted, err error) {
 	return b, nil
 }
 
-// bindingSpec is what the guest needs of the bindings: names, members and
-// error classes (the Admit functions stay on the host).
+// bindingSpec is what the guest needs of the bindings: their names and
+// error classes. Members stay on the host (see run.children), so prepared
+// instances do not depend on them.
 func bindingSpec(bindings []Namespace) string {
 	type nsSpec struct {
 		Name       string      `json:"name"`
-		Members    [][]string  `json:"members"`
 		ErrorClass *ErrorClass `json:"errorClass,omitempty"`
 	}
 	specs := make([]nsSpec, len(bindings))
 	for i, ns := range bindings {
-		specs[i] = nsSpec{Name: ns.Name, Members: ns.Members, ErrorClass: ns.ErrorClass}
-		if specs[i].Members == nil {
-			specs[i].Members = [][]string{}
-		}
+		specs[i] = nsSpec{Name: ns.Name, ErrorClass: ns.ErrorClass}
 	}
 	b, _ := json.Marshal(specs)
 	return string(b)

@@ -459,36 +459,33 @@
   }.race;
   defineProperty(PromiseCtor, "race", { value: race, writable: true, enumerable: false, configurable: true });
 
-  // A namespace tree node: { children: Map(name -> node), leaf: bool }.
-  function buildTree(paths) {
-    const root = { children: new MapCtor(), leaf: false };
-    for (const path of paths) {
-      let node = root;
-      for (const seg of path) {
-        let next = mapGet(node.children, seg);
-        if (!next) {
-          next = { children: new MapCtor(), leaf: false };
-          mapSet(node.children, seg, next);
-        }
-        node = next;
-      }
-      node.leaf = true;
-    }
-    return root;
-  }
-
   // makeNamespace builds the proxy tree lazily: a node's proxy is made on
   // first access and cached on its parent. Every path below the root is
-  // callable; the tree (fixed at install) answers enumeration.
-  function makeNamespace(nsIndex, root) {
-    const make = (path, node) => {
+  // callable. The member tree stays on the host: enumerating a node asks
+  // for its children once (the tree is fixed for the run), so installing
+  // a namespace costs the same for three tools or three thousand.
+  function makeNamespace(nsIndex) {
+    const make = (path) => {
       const kids = new MapCtor();
       const pathJSON = JSONStringify(path);
       const name = arrayJoin(path, ".");
+      let names; // child names, fetched on first enumeration
+      const listing = () => {
+        if (names === undefined) {
+          names = JSONParse(host("children", nsIndex, pathJSON));
+          freeze(names);
+        }
+        return names;
+      };
+      const isChild = (k) => {
+        const ns = listing();
+        for (let i = 0; i < ns.length; i++) if (ns[i] === k) return true;
+        return false;
+      };
       const child = (k) => {
         let p = mapGet(kids, k);
         if (p === undefined) {
-          p = make([...path, k], node && mapGet(node.children, k));
+          p = make([...path, k]);
           mapSet(kids, k, p);
         }
         return p;
@@ -498,17 +495,10 @@
           if (typeof k === "symbol" || k === "then" || k === "toJSON") return undefined;
           return child(k);
         },
-        has(t, k) { return typeof k === "string" && node !== undefined && mapHas(node.children, k); },
-        ownKeys() {
-          const out = [];
-          if (node) {
-            const it = mapEntries(node.children);
-            for (let r = iterNext(it); !r.done; r = iterNext(it)) arrayPush(out, r.value[0]);
-          }
-          return out;
-        },
+        has(t, k) { return typeof k === "string" && isChild(k); },
+        ownKeys() { return arraySlice(listing()); },
         getOwnPropertyDescriptor(t, k) {
-          if (typeof k !== "string" || node === undefined || !mapHas(node.children, k)) return undefined;
+          if (typeof k !== "string" || !isChild(k)) return undefined;
           return { value: child(k), writable: false, enumerable: true, configurable: true };
         },
         set() { return false; },
@@ -522,7 +512,7 @@
       }
       return new ProxyCtor(path.length === 0 ? {} : () => {}, handler);
     };
-    return make([], root);
+    return make([]);
   }
 
   function makeErrorClass(name) {
@@ -549,7 +539,7 @@
       }
       const index = namespaces.length;
       arrayPush(namespaces, entry);
-      defineProperty(G, ns.name, { value: makeNamespace(index, buildTree(ns.members)), writable: false, enumerable: false, configurable: false });
+      defineProperty(G, ns.name, { value: makeNamespace(index), writable: false, enumerable: false, configurable: false });
     }
   }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -590,6 +591,8 @@ func (r *run) host(in *quickjs.Instance, name string, args []quickjs.Value) (qui
 	switch op {
 	case "log":
 		r.log(str(1), str(2))
+	case "children":
+		return in.NewString(r.children(num(1), str(2)))
 	case "url":
 		if err := r.loadURL(in); err != nil {
 			return 0, err
@@ -610,6 +613,32 @@ func (r *run) host(in *quickjs.Instance, name string, args []quickjs.Value) (qui
 		}
 	}
 	return in.Undefined()
+}
+
+// children lists, as JSON, the member names directly below a path of a
+// namespace, in the order the members were given.
+func (r *run) children(nsIndex int, pathJSON string) string {
+	if nsIndex < 0 || nsIndex >= len(r.req.Bindings) {
+		return "[]"
+	}
+	var path []string
+	if json.Unmarshal([]byte(pathJSON), &path) != nil {
+		return "[]"
+	}
+	var names []string
+	seen := map[string]bool{}
+	for _, m := range r.req.Bindings[nsIndex].Members {
+		if len(m) <= len(path) || !slices.Equal(m[:len(path)], path) || seen[m[len(path)]] {
+			continue
+		}
+		seen[m[len(path)]] = true
+		names = append(names, m[len(path)])
+	}
+	if names == nil {
+		return "[]"
+	}
+	b, _ := json.Marshal(names)
+	return string(b)
 }
 
 // loadURL installs URL and URLSearchParams from their bytecode.
