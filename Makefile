@@ -11,6 +11,11 @@ WASM_SHA256 := $(shell sed -n 's/^const wasmSHA256 = "\([0-9a-f]*\)"/\1/p' inter
 GITHUB_SPEC := testdata/large/api.github.com.json
 OCTOKIT := @octokit/openapi@23.0.2
 OCTOKIT_SHA512 := sha512-pV8M7L9GY23AybNvTmo2nyjmpmnt6+2sRE/tqr0ZLQcPS4lnw7u5eZGNmwRNkBC3D7gZXbFx5AHzLUVRBXGDhg==
+# Figma's REST API description: a mid-sized OpenAPI 3.1 YAML document, so
+# the openapi tests see YAML and 3.1 keywords on a real spec too.
+FIGMA_SPEC := testdata/large/figma-openapi.yaml
+FIGMA := @figma/rest-api-spec@0.43.0
+FIGMA_SHA512 := sha512-sbFm28WM8MsawyLSYO9Ddne+8xytWU5D7oCOOWyzRvLpd9InFHihC37dQBVJVzAVyT7HpwYtU4wlm+ALogC38g==
 
 .PHONY: all wasm specs demo test check vet staticcheck fmt-check gotest bench clean
 
@@ -29,7 +34,10 @@ wasm: $(WASM)
 $(GITHUB_SPEC):
 	scripts/npm-extract.sh $(OCTOKIT) $(OCTOKIT_SHA512) package/generated/api.github.com.json $@
 
-specs: $(GITHUB_SPEC)
+$(FIGMA_SPEC):
+	scripts/npm-extract.sh $(FIGMA) $(FIGMA_SHA512) package/openapi/openapi.yaml $@
+
+specs: $(GITHUB_SPEC) $(FIGMA_SPEC)
 
 demo: wasm
 	go run ./cmd/codemode demo
@@ -53,4 +61,4 @@ bench: wasm
 	go test -run '^$$' -bench . -benchmem ./...
 
 clean:
-	rm -f $(WASM) $(GITHUB_SPEC)
+	rm -f $(WASM) $(GITHUB_SPEC) $(FIGMA_SPEC)

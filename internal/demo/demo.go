@@ -5,7 +5,6 @@ package demo
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/codemode-go/codemode"
@@ -90,12 +89,7 @@ func Tools() codemode.Tools {
 			}
 			c, ok := customers[in.ID]
 			if !ok {
-				ids := make([]string, 0, len(customers))
-				for id := range customers {
-					ids = append(ids, id)
-				}
-				sort.Strings(ids)
-				return customer{}, codemode.ToolError(fmt.Sprintf("no customer %q (known: %v)", in.ID, ids))
+				return customer{}, codemode.ToolError(fmt.Sprintf("no customer %q (known: %v)", in.ID, customerIDs()))
 			}
 			return c, nil
 		})

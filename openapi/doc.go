@@ -1,0 +1,106 @@
+// Package openapi turns an OpenAPI 3.0, 3.1 or 3.2 document into codemode
+// tools: one tool per operation, calling the API over HTTP with
+// credentials the host supplies and the program never sees.
+//
+//	api, err := openapi.FromSpec(spec, openapi.Options{
+//		Credentials: func(ctx context.Context, req openapi.CredentialRequest) (openapi.Credential, error) {
+//			return openapi.Credential{Token: os.Getenv("GITHUB_TOKEN")}, nil
+//		},
+//	})
+//	rt, err := codemode.New(codemode.Options{Tools: codemode.Tools{api.Namespace: api.Tools}})
+//	// a program: await tools.github.repos.get({ owner: "golang", repo: "go" })
+//
+// # Names
+//
+// An operationId is split on "." and "/" into namespace levels
+// ("v2.session.get" → v2.session.get, GitHub's "repos/get-content" →
+// repos.getContent); within a level, every character that cannot be in a
+// JavaScript identifier ("-", "_", space, ...) is a word break, and the
+// words are joined in camelCase, the first keeping its case. A leading
+// digit gets a "_" prefix; "then", "toJSON", "__proto__", "constructor"
+// and "prototype" get a "_" suffix. Without an operationId the name is the
+// method and the path: GET /users/{id} → getUsersById. In document order,
+// a name already taken by a tool, or by a namespace that other tools live
+// in, gets the first free suffix _2, _3, ... (namespaces keep their names).
+//
+// # Input
+//
+// A tool takes one object. Its properties are the operation's path, query
+// and header parameters (path, then query, then header) and then the
+// request body: the properties of a plain object body (type object with
+// properties; not composed, nullable, open through additionalProperties
+// or patternProperties, or conditionally required) stand beside the
+// parameters; any other body is the single property "body". An optional
+// body with required properties stays under "body" too, since its
+// properties are required only when it is sent. A name used in more than
+// one location is prefixed with its location everywhere it is used
+// (path_id, query_id, body_id). Required-ness, descriptions, defaults,
+// formats, enums and deprecation are carried over, and unknown properties
+// are refused. readOnly properties are left out of request bodies, and
+// writeOnly ones out of output schemas.
+//
+// Parameters use the styles OpenAPI defines: query form (explode or not,
+// for primitives, arrays and objects) and deepObject, path and header
+// simple; a parameter with JSON content is sent as JSON text. Header
+// parameters named Accept, Content-Type or Authorization are ignored, as
+// the specification says. An optional cookie parameter is left out of the
+// input; an operation that needs a cookie, another style (matrix, label,
+// spaceDelimited, pipeDelimited), a non-JSON request body it cannot do
+// without (multipart, form-urlencoded), or whose successful responses are
+// only binary or streams, is not converted: it is listed in API.Skipped
+// with the reason.
+//
+// # Schemas
+//
+// Schemas are converted to self-contained JSON Schema 2020-12: local
+// references are expanded inline, OpenAPI 3.0's nullable and boolean
+// exclusiveMinimum/Maximum are rewritten, and in 3.1 a reference's sibling
+// keywords are laid over its target (3.0 ignores them). A reference is
+// expanded at most twice along one path; deeper, a recursive schema is
+// cut to {} with a description saying so. A schema is also cut past 24
+// levels of nesting or 1,500 subschemas (breadth first, so the outer shape
+// survives). References to other files or URLs are never fetched: they
+// become {} with a note. A pattern Go's regexp cannot compile (lookaround,
+// backreferences) moves into the description. The output schema is that
+// of the first JSON response among 200, 201, the other 2xx codes, 2XX and,
+// when there is no 2xx response, default.
+//
+// # Servers
+//
+// Options.BaseURL, when set, replaces every server. Otherwise the first
+// server of the operation, else of its path, else of the document, with
+// its variables at their defaults. A server URL that is relative or
+// missing does not fail FromSpec, since the tools are still worth
+// listing; calling such a tool fails with a tool error telling the host to
+// set BaseURL.
+//
+// # Credentials
+//
+// Credentials never appear in an input schema, a signature, a result or
+// an error message. An operation's security requirements (its own, else
+// the document's) are alternatives tried in order; every scheme of one
+// alternative is needed; an empty requirement {} allows an anonymous call.
+// Supported schemes: http bearer, http basic, apiKey in a header or the
+// query, and oauth2 and openIdConnect, whose tokens the host obtains and
+// which are sent as bearer tokens (the CredentialRequest carries the
+// scopes). Alternatives with other schemes (apiKey in a cookie, http
+// digest, mutualTLS) are dropped; an operation left with none is skipped.
+// At call time the first alternative whose every scheme gets a credential
+// from Options.Credentials is used; if none does and anonymous calls are
+// not allowed, the call fails with "no credentials available for ...".
+// A redirect to another origin (scheme, host or port) is followed without
+// the Authorization, Cookie and Referer headers, the API-key headers or
+// the API-key query parameters.
+//
+// # Responses
+//
+// A 2xx JSON response is returned as it is, a text response as a string,
+// an empty one as null. Anything else fails the call with a tool error the
+// program can read: HTTP errors as "HTTP 404: <message>" (the JSON error
+// message when there is one, else the start of the body; at most 300
+// characters, control characters removed), a response over
+// Options.MaxResponseBytes, a binary response, a network failure (with the
+// URL but never its query). Every secret sent with the request is
+// replaced by [REDACTED] in whatever goes back. A call cancelled by the
+// run (its deadline, or a lost Promise.race) returns the context's error.
+package openapi
