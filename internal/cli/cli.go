@@ -34,11 +34,15 @@ Usage:
   codemode catalog [flags]              print every tool's path, description and signature (JSON)
   codemode instructions [flags]         print the model instructions (markdown)
   codemode search [flags] [QUERY]       search the tools as tools.$codemode.search does (JSON)
-  codemode demo [--pretty]              run the example program against the demo tools
+  codemode demo                         run the example program against the demo API (OpenAPI over loopback HTTP)
+  codemode mcp [flags]                  serve execute over MCP (stdio, or --http ADDR) for --config servers and --openapi APIs
   codemode bench [--quick]              measure overhead, the tool-call bridge, compute (against node) and memory
   codemode help                         show this help
 
-Flags come before the file. Run "codemode run -h" for the run flags.
+Flags come before positional arguments. Run "codemode run -h" for the flags.
+Tools come from --openapi PATH[=namespace] (credentials from --bearer-env,
+--basic-env, --apikey-env SCHEME=NAME, naming environment variables) or
+--demo-tools.
 The result is printed as JSON; the exit status is 0 when the program
 succeeded, 1 when it failed, 2 for usage errors.
 `
@@ -58,6 +62,8 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return discoveryCmd(args[0], args[1:], stdout, stderr)
 	case "bench":
 		return benchCmd(args[1:], stdout, stderr)
+	case "mcp":
+		return mcpCmd(args[1:], stdin, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -116,7 +122,8 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var lf limitFlags
 	lf.register(fs)
-	demoTools := fs.Bool("demo-tools", false, "give the program the demo tools")
+	var sf sourceFlags
+	sf.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: codemode run [flags] FILE|-\n\nRuns FILE (or standard input for -) and prints the Result as JSON.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -143,11 +150,19 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "codemode run: %v\n", err)
 		return exitUsage
 	}
-	var tools codemode.Tools
-	if *demoTools {
-		tools = demo.Tools()
+	tools, err := sf.tools(warnf(stderr))
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode run: %v\n", err)
+		return exitUsage
 	}
 	return execute(lf, tools, string(code), stdout, stderr)
+}
+
+// warnf prints a warning line to stderr.
+func warnf(stderr io.Writer) func(string, ...any) {
+	return func(format string, args ...any) {
+		fmt.Fprintf(stderr, "codemode: warning: "+format+"\n", args...)
+	}
 }
 
 // discoveryCmd serves catalog, instructions and search.
@@ -156,7 +171,8 @@ func discoveryCmd(name string, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var lf limitFlags
 	lf.register(fs)
-	demoTools := fs.Bool("demo-tools", false, "describe the demo tools")
+	var sf sourceFlags
+	sf.register(fs)
 	namespace := fs.String("namespace", "", "search: only tools in this namespace")
 	limit := fs.Int("limit", 10, "search: most items to return (1-100)")
 	offset := fs.Int("offset", 0, "search: items to skip")
@@ -174,9 +190,10 @@ func discoveryCmd(name string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "codemode %s: --limit must be 1..100 and --offset at least 0\n", name)
 		return exitUsage
 	}
-	var tools codemode.Tools
-	if *demoTools {
-		tools = demo.Tools()
+	tools, err := sf.tools(warnf(stderr))
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode %s: %v\n", name, err)
+		return exitUsage
 	}
 	rt, err := codemode.New(lf.options(tools))
 	if err != nil {
@@ -257,9 +274,17 @@ func demoCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "codemode demo: takes no arguments")
 		return exitUsage
 	}
+	// The demo tools are an OpenAPI document served on loopback: the
+	// program's calls are real HTTP requests, authorized on the host side.
+	tools, stop, err := demo.Start(context.Background())
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode demo: %v\n", err)
+		return exitFailure
+	}
+	defer stop()
 	fmt.Fprintf(stderr, "Program:\n%s\n", indent(demo.Program))
 	lf.pretty = true
-	return execute(lf, demo.Tools(), demo.Program, stdout, stderr)
+	return execute(lf, tools, demo.Program, stdout, stderr)
 }
 
 func execute(lf limitFlags, tools codemode.Tools, code string, stdout, stderr io.Writer) int {

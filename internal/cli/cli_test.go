@@ -99,3 +99,39 @@ func TestDemo(t *testing.T) {
 		t.Errorf("demo output: %s", out)
 	}
 }
+
+func TestOpenAPISource(t *testing.T) {
+	spec := filepath.Join(t.TempDir(), "api.yaml")
+	if err := os.WriteFile(spec, []byte(`openapi: 3.1.0
+info: {title: Widget API, version: "1"}
+servers: [{url: "http://127.0.0.1:1"}]
+components:
+  securitySchemes:
+    key: {type: apiKey, in: header, name: X-Key}
+security: [{key: []}]
+paths:
+  /widgets/{id}:
+    get:
+      operationId: widgets.get
+      summary: Get a widget
+      parameters: [{name: id, in: path, required: true, schema: {type: string}}]
+      responses: {"200": {description: ok, content: {application/json: {schema: {type: object, properties: {id: {type: string}}}}}}}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, "", "catalog", "--openapi", spec)
+	if code != 0 || !strings.Contains(out, `"path":"widget.widgets.get"`) {
+		t.Fatalf("catalog: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, _ = runCLI(t, "", "search", "--openapi", spec+"=w", "widget")
+	if code != 0 || !strings.Contains(out, `"w.widgets.get"`) {
+		t.Errorf("search with namespace: exit %d\n%s", code, out)
+	}
+	// Credentials come from named environment variables, which must exist.
+	if code, _, errs := runCLI(t, "", "catalog", "--openapi", spec, "--apikey-env", "key=CODEMODE_TEST_UNSET_VAR"); code != 2 || !strings.Contains(errs, "CODEMODE_TEST_UNSET_VAR") {
+		t.Errorf("unset env: exit %d, %q", code, errs)
+	}
+	if code, _, _ := runCLI(t, "", "catalog", "--openapi", "/no/such/spec.yaml"); code != 2 {
+		t.Errorf("missing spec: exit %d", code)
+	}
+}

@@ -1,0 +1,437 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// mainEnv makes the test binary run "codemode mcp", so a real MCP client
+// (the inspector) can start it; argsEnv holds the arguments as a JSON
+// array, out of reach of the client's own flag parsing. Both are checked
+// in init, before the testing package parses flags.
+const (
+	mainEnv = "CODEMODE_TEST_MCP_MAIN"
+	argsEnv = "CODEMODE_TEST_MCP_ARGS"
+)
+
+func init() {
+	if os.Getenv(mainEnv) == "1" {
+		var args []string
+		if err := json.Unmarshal([]byte(os.Getenv(argsEnv)), &args); err != nil {
+			os.Exit(exitUsage)
+		}
+		os.Exit(mcpCmd(args, os.Stdin, os.Stdout, os.Stderr))
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while the server writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// engineCache is shared by the tests' servers so the engine compiles once.
+var engineCache = filepath.Join(os.TempDir(), "codemode-mcp-test-cache")
+
+func TestMCPUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"mcpServers": {"x": {"command": "a", "url": "http://b"}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nope"}, "flag provided but not defined"},
+		{[]string{"extra"}, "unexpected arguments"},
+		{[]string{"--config", bad}, `server "x": has both a command and a url`},
+		{[]string{"--config", filepath.Join(dir, "missing.json")}, "no such file"},
+		{[]string{"--log-level", "loud"}, "--log-level"},
+		{[]string{"--timeout", "-1s"}, "must not be negative"},
+		{[]string{"--max-memory", "1KiB", "--cache-dir", engineCache}, "MaxMemoryBytes"},
+	} {
+		var out, errb bytes.Buffer
+		code := runMCP(context.Background(), tc.args, strings.NewReader(""), &out, &errb)
+		if code != exitUsage || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q (want %q)", tc.args, code, errb.String(), tc.want)
+		}
+		if out.Len() != 0 {
+			t.Errorf("%v wrote to stdout: %q", tc.args, out.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := runMCP(context.Background(), []string{"-h"}, strings.NewReader(""), &out, &errb); code != exitOK || !strings.Contains(errb.String(), "-max-tool-calls") {
+		t.Errorf("-h: exit %d, %q", code, errb.String())
+	}
+}
+
+// startStdio runs the command on pipes and connects a go-sdk client.
+func startStdio(t *testing.T, ctx context.Context, args ...string) (*mcpsdk.ClientSession, *syncBuffer, <-chan int) {
+	t.Helper()
+	cs, stderr, exit, _ := startStdioPipe(t, ctx, args...)
+	return cs, stderr, exit
+}
+
+// startStdioPipe is startStdio that also returns the server's input, to
+// cut it as a client that dies would.
+func startStdioPipe(t *testing.T, ctx context.Context, args ...string) (*mcpsdk.ClientSession, *syncBuffer, <-chan int, io.Closer) {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	stderr := &syncBuffer{}
+	exit := make(chan int, 1)
+	go func() {
+		code := runMCP(ctx, append([]string{"--cache-dir", engineCache}, args...), inR, outW, stderr)
+		outW.Close()
+		exit <- code
+	}()
+	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).
+		Connect(context.Background(), &mcpsdk.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, stderr)
+	}
+	return cs, stderr, exit, inW
+}
+
+func callExecute(t *testing.T, cs *mcpsdk.ClientSession, code string) (bool, map[string]any) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: "execute", Arguments: map[string]any{"code": code}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	return res.IsError, v
+}
+
+func TestMCPStdio(t *testing.T) {
+	cs, stderr, exit := startStdio(t, context.Background())
+	list, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Tools) != 1 {
+		t.Fatalf("tools = %v", list.Tools)
+	}
+	// The documented defaults reach the model.
+	for _, want := range []string{"a run may take 30s", "at most 100 tool calls per run", "cut at 20000 bytes"} {
+		if !strings.Contains(list.Tools[0].Description, want) {
+			t.Errorf("description lacks %q", want)
+		}
+	}
+	isErr, v := callExecute(t, cs, `const xs: number[] = [1, 2, 3]; return xs.map((x) => x * 2)`)
+	if isErr || v["ok"] != true {
+		t.Errorf("result = %v", v)
+	}
+	_ = cs.Close() // end of input: a normal shutdown
+	select {
+	case code := <-exit:
+		if code != exitOK {
+			t.Errorf("exit %d\n%s", code, stderr)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not stop at the end of its input")
+	}
+	if !strings.Contains(stderr.String(), "no tools") || !strings.Contains(stderr.String(), "msg=execute ok=true") {
+		t.Errorf("stderr:\n%s", stderr)
+	}
+}
+
+func TestMCPSignalStopsStdio(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cs, stderr, exit := startStdio(t, ctx)
+	defer cs.Close()
+	if isErr, _ := callExecute(t, cs, `return 1`); isErr {
+		t.Fatal("execute failed")
+	}
+	cancel() // what SIGINT and SIGTERM do
+	select {
+	case code := <-exit:
+		if code != exitOK {
+			t.Errorf("exit %d\n%s", code, stderr)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not stop on the signal")
+	}
+}
+
+// TestMCPStdioClientGoneMidRun: the client's end of the pipe closes during
+// a run; the run is cancelled at once (not left to its 60-second limit)
+// and the command exits normally.
+func TestMCPStdioClientGoneMidRun(t *testing.T) {
+	cs, stderr, exit, stdin := startStdioPipe(t, context.Background(), "--timeout", "60s")
+	go func() {
+		_, _ = cs.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: "execute",
+			Arguments: map[string]any{"code": `await new Promise((r) => setTimeout(r, 50000))`}})
+	}()
+	time.Sleep(300 * time.Millisecond) // let the run start
+	start := time.Now()
+	_ = stdin.Close()
+	select {
+	case code := <-exit:
+		if code != exitOK {
+			t.Errorf("exit %d\n%s", code, stderr)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the server did not stop after its client left:\n%s", stderr)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("stopping took %v", took)
+	}
+	if !strings.Contains(stderr.String(), "msg=execute ok=false") || !strings.Contains(stderr.String(), "canceled") {
+		t.Errorf("the abandoned run is not logged as cancelled:\n%s", stderr)
+	}
+}
+
+// nodeSetup returns node and the repository root, or skips.
+func nodeSetup(t *testing.T) (string, string) {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		t.Skip("the pinned npm packages are missing: run npm ci (make test does)")
+	}
+	nodeBin, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not on PATH")
+	}
+	return nodeBin, root
+}
+
+func writeConfig(t *testing.T, v any) string {
+	t.Helper()
+	b, _ := json.Marshal(v)
+	path := filepath.Join(t.TempDir(), "servers.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func everythingConfig(t *testing.T) string {
+	nodeBin, root := nodeSetup(t)
+	return writeConfig(t, map[string]any{"mcpServers": map[string]any{
+		"everything": map[string]any{"command": nodeBin, "args": []string{filepath.Join(root, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")}},
+	}})
+}
+
+func TestMCPUpstreamThroughCLI(t *testing.T) {
+	cfg := everythingConfig(t)
+	cs, stderr, exit := startStdio(t, context.Background(), "--config", cfg)
+	isErr, v := callExecute(t, cs, `
+		const [a, b] = await Promise.all([tools.everything.echo({ message: "x" }), tools.everything["get-sum"]({ a: 1, b: 2 })])
+		return a + " / " + b`)
+	if isErr || v["value"] != "Echo: x / The sum of 1 and 2 is 3." {
+		t.Errorf("result = %v\n%s", v, stderr)
+	}
+	_ = cs.Close()
+	if code := <-exit; code != exitOK {
+		t.Errorf("exit %d", code)
+	}
+}
+
+func TestMCPUpstreamFailureExits1(t *testing.T) {
+	cfg := writeConfig(t, map[string]any{"mcpServers": map[string]any{"gone": map[string]any{"command": "/nonexistent/server"}}})
+	var out, errb bytes.Buffer
+	code := runMCP(context.Background(), []string{"--config", cfg, "--cache-dir", engineCache}, strings.NewReader(""), &out, &errb)
+	if code != exitFailure || !strings.Contains(errb.String(), `server "gone"`) {
+		t.Errorf("exit %d, stderr %q", code, errb.String())
+	}
+}
+
+var urlRe = regexp.MustCompile(`url=(http://\S+/mcp)`)
+
+// startHTTP runs the command with --http on a free port and returns its URL.
+func startHTTP(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stderr := &syncBuffer{}
+	exit := make(chan int, 1)
+	go func() {
+		exit <- runMCP(ctx, append([]string{"--http", "127.0.0.1:0", "--cache-dir", engineCache}, args...), strings.NewReader(""), io.Discard, stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case code := <-exit:
+			if code != exitOK {
+				t.Errorf("exit %d\n%s", code, stderr)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("the HTTP server did not stop")
+		}
+	})
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if m := urlRe.FindStringSubmatch(stderr.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case code := <-exit:
+			t.Fatalf("exited %d:\n%s", code, stderr)
+		default:
+		}
+	}
+	t.Fatalf("no URL logged:\n%s", stderr)
+	return ""
+}
+
+func TestMCPHTTP(t *testing.T) {
+	url := startHTTP(t)
+	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).
+		Connect(context.Background(), &mcpsdk.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	isErr, v := callExecute(t, cs, `return "<" + [1, 2].join() + ">"`)
+	if isErr || v["value"] != "<1,2>" {
+		t.Errorf("result = %v", v)
+	}
+}
+
+// TestMCPInspector drives the command with the official MCP inspector's
+// CLI over stdio: list the tools, then call execute.
+func TestMCPInspector(t *testing.T) {
+	nodeBin, root := nodeSetup(t)
+	inspector := filepath.Join(root, "node_modules", "@modelcontextprotocol", "inspector-cli", "build", "cli.js")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := everythingConfig(t)
+	inspect := func(args ...string) map[string]any {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, nodeBin, append([]string{inspector, "--cli", exe}, args...)...)
+		serverArgs, _ := json.Marshal([]string{"--config", cfg, "--cache-dir", engineCache})
+		// The inspector passes its environment on to the server it starts.
+		cmd.Env = append(os.Environ(), mainEnv+"=1", argsEnv+"="+string(serverArgs))
+		// The inspector CLI finds its package.json by checking "../package.json"
+		// against the working directory but importing it relative to its
+		// module: run it from its own build directory so both agree (the
+		// standalone package otherwise looks for the monorepo's).
+		cmd.Dir = filepath.Dir(inspector)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("inspector %v: %v\n%s\n%s", args, err, stdout.String(), stderr.String())
+		}
+		var v map[string]any
+		if err := json.Unmarshal(stdout.Bytes(), &v); err != nil {
+			t.Fatalf("inspector output is not JSON: %v\n%s", err, stdout.String())
+		}
+		return v
+	}
+	list := inspect("--method", "tools/list")
+	tools := list["tools"].([]any)
+	if len(tools) != 1 || tools[0].(map[string]any)["name"] != "execute" {
+		t.Fatalf("tools/list = %v", list)
+	}
+	if d := tools[0].(map[string]any)["description"].(string); !strings.Contains(d, `tools.everything["get-sum"]`) && !strings.Contains(d, "get-sum") {
+		t.Errorf("the description does not list the upstream tools:\n%s", d)
+	}
+	call := inspect("--method", "tools/call", "--tool-name", "execute",
+		"--tool-arg", `code=const r = await tools.everything["get-sum"]({ a: 20, b: 22 }); return r.split(" ").at(-1)`)
+	sc, _ := call["structuredContent"].(map[string]any)
+	if call["isError"] == true || sc["ok"] != true || sc["value"] != "42." {
+		t.Errorf("tools/call = %v", call)
+	}
+}
+
+// TestMCPConformance runs the official conformance suite's server
+// scenarios against "codemode mcp --http". Scenarios that call the
+// suite's fixture tools, prompts and resources cannot pass against a
+// one-tool server; testdata/mcp/conformance-baseline.yml lists them, and
+// the runner fails on any other failure or on a listed one that passes.
+func TestMCPConformance(t *testing.T) {
+	nodeBin, root := nodeSetup(t)
+	url := startHTTP(t)
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, nodeBin, filepath.Join(root, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js"),
+		"server", "--url", url, "-o", out,
+		"--expected-failures", filepath.Join(root, "testdata", "mcp", "conformance-baseline.yml"))
+	cmd.Dir = out
+	output, err := cmd.CombinedOutput()
+	summary := conformanceSummary(t, out)
+	t.Logf("conformance results:\n%s", summary)
+	if err != nil {
+		t.Errorf("the conformance runner failed: %v\n%s", err, tail(string(output), 3000))
+	}
+	for _, must := range []string{"server-initialize PASS", "ping PASS", "tools-list PASS", "dns-rebinding-protection PASS"} {
+		if !strings.Contains(summary, must) {
+			t.Errorf("summary lacks %q", must)
+		}
+	}
+}
+
+var stampRe = regexp.MustCompile(`-\d{4}-\d{2}-\d{2}T[\d-]+Z$`)
+
+// conformanceSummary reads the runner's per-scenario checks.json files.
+func conformanceSummary(t *testing.T, dir string) string {
+	t.Helper()
+	entries, _ := os.ReadDir(dir)
+	var lines []string
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "checks.json"))
+		if err != nil {
+			continue
+		}
+		var checks []struct {
+			Status       string `json:"status"`
+			ErrorMessage string `json:"errorMessage"`
+		}
+		if err := json.Unmarshal(b, &checks); err != nil {
+			continue
+		}
+		status, why := "PASS", ""
+		for _, c := range checks {
+			if c.Status == "FAILURE" || c.Status == "WARNING" {
+				status, why = c.Status, c.ErrorMessage
+			}
+		}
+		// Directory names are "server-<scenario>-<ISO timestamp>".
+		name := stampRe.ReplaceAllString(strings.TrimPrefix(e.Name(), "server-"), "")
+		lines = append(lines, strings.TrimSpace(name+" "+status+" "+why))
+	}
+	return strings.Join(lines, "\n")
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}

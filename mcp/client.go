@@ -1,0 +1,313 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/codemode-go/codemode"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ClientOptions configure [Connect]. The zero value of every field means
+// its documented default.
+type ClientOptions struct {
+	// Name and Version identify this client to the servers. Empty means
+	// "codemode" and "dev".
+	Name, Version string
+
+	// Logger receives connection events, each stdio server's stderr (one
+	// record per line) and dropped schemas. Nil discards them.
+	Logger *slog.Logger
+
+	// ConnectTimeout bounds starting a server, its handshake and the
+	// listing of its tools. Zero means 30 seconds.
+	ConnectTimeout time.Duration
+
+	// CallTimeout bounds one tool call: past it the call fails with a
+	// ToolFailure the program can catch, and the server is told to cancel.
+	// Zero means no bound other than the run's own deadline.
+	CallTimeout time.Duration
+
+	// MaxInlineBytes is the largest binary payload (image, audio, blob) a
+	// result carries as base64; larger ones carry only their size. Zero
+	// means DefaultMaxInlineBytes; negative means never.
+	MaxInlineBytes int
+
+	// ProtocolVersion is the version proposed in the handshake; a server
+	// answers with the newest it speaks, down to 2024-11-05. Empty means
+	// "2025-11-25", the newest version of the initialize handshake every
+	// deployed server understands (the SDK's newer default first probes
+	// with a request older servers have never seen).
+	ProtocolVersion string
+
+	// HTTPClient serves URL servers. Nil means a client without an overall
+	// timeout, since an MCP stream stays open.
+	HTTPClient *http.Client
+}
+
+// Defaults for zero ClientOptions fields.
+const (
+	DefaultConnectTimeout  = 30 * time.Second
+	DefaultProtocolVersion = "2025-11-25"
+)
+
+// Upstreams are connected MCP servers and the tools they offer. It is safe
+// for concurrent use.
+type Upstreams struct {
+	opts  ClientOptions
+	log   *slog.Logger
+	conv  converter
+	names []string // sorted
+	ups   map[string]*upstream
+
+	// ctx bounds background work (reconnects, refreshes); Close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	closed  bool
+	changed chan struct{}
+
+	// transport serves URL servers when ClientOptions.HTTPClient is nil;
+	// it is ours, so Close can drop its idle connections.
+	transport *http.Transport
+}
+
+// Connect starts or connects to every server of cfg, lists their tools
+// and returns them as one namespace per server (named by its config key).
+// It fails if any server cannot be reached, after stopping the ones that
+// started; the error names each failed server. Close the Upstreams when
+// done: it stops the stdio servers.
+//
+// A server that fails later (it crashes, or its connection drops) fails
+// the calls in flight with a ToolFailure; the next call reconnects, and
+// after a failed reconnect the following attempts back off from one
+// second up to thirty.
+func Connect(ctx context.Context, cfg *Config, opts ClientOptions) (*Upstreams, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	if opts.Name == "" {
+		opts.Name = "codemode"
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = DefaultConnectTimeout
+	}
+	if opts.ProtocolVersion == "" {
+		opts.ProtocolVersion = DefaultProtocolVersion
+	}
+	if opts.MaxInlineBytes == 0 {
+		opts.MaxInlineBytes = DefaultMaxInlineBytes
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	u := &Upstreams{
+		opts:      opts,
+		log:       logger,
+		conv:      converter{maxInline: opts.MaxInlineBytes},
+		ups:       map[string]*upstream{},
+		changed:   make(chan struct{}, 1),
+		transport: http.DefaultTransport.(*http.Transport).Clone(),
+	}
+	u.ctx, u.cancel = context.WithCancel(context.Background())
+	for name, sc := range cfg.Servers {
+		if sc.Disabled {
+			continue
+		}
+		if err := checkServerName(name); err != nil {
+			u.cancel()
+			return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		}
+		if err := sc.check(); err != nil {
+			u.cancel()
+			return nil, fmt.Errorf("%w: server %q: %v", ErrInvalidConfig, name, err)
+		}
+		u.names = append(u.names, name)
+		u.ups[name] = newUpstream(u, name, sc)
+	}
+	sort.Strings(u.names)
+
+	// Servers start in parallel: npx-launched ones take seconds each.
+	errs := make([]error, len(u.names))
+	var wg sync.WaitGroup
+	for i, name := range u.names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = u.ups[name].connectNow(ctx)
+		}()
+	}
+	wg.Wait()
+	var failed []error
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, fmt.Errorf("server %q: %w", u.names[i], err))
+		}
+	}
+	if len(failed) > 0 {
+		_ = u.Close()
+		return nil, fmt.Errorf("mcp: connecting: %w", errors.Join(failed...))
+	}
+	return u, nil
+}
+
+// Tools returns the current tool tree: one namespace per server. Each call
+// returns a fresh snapshot, so a Runtime built from it keeps its tools
+// while later listings change the Upstreams.
+func (u *Upstreams) Tools() codemode.Tools {
+	out := codemode.Tools{}
+	for _, name := range u.names {
+		out[name] = u.ups[name].snapshot()
+	}
+	return out
+}
+
+// Servers lists the configured server names, sorted.
+func (u *Upstreams) Servers() []string { return append([]string(nil), u.names...) }
+
+// Changed returns a channel that receives a value after a server's tool
+// list changed (it announced notifications/tools/list_changed, or came back
+// with different tools after a reconnect). Signals coalesce: the channel
+// holds at most one, so a slow reader never misses the latest state. It
+// is closed by Close.
+func (u *Upstreams) Changed() <-chan struct{} { return u.changed }
+
+// Refresh lists every server's tools again, reconnecting the ones that are
+// down (ignoring their backoff). The error joins the servers that failed.
+func (u *Upstreams) Refresh(ctx context.Context) error {
+	var errs []error
+	for _, name := range u.names {
+		if err := u.ups[name].refresh(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("server %q: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close disconnects every server and stops the stdio ones (closing their
+// input, then SIGTERM, then SIGKILL), and waits for background work. Calls
+// after Close fail. It always returns nil: shutdown problems are logged.
+func (u *Upstreams) Close() error {
+	u.mu.Lock()
+	if u.closed {
+		u.mu.Unlock()
+		return nil
+	}
+	u.closed = true
+	u.mu.Unlock()
+	u.cancel()
+	var wg sync.WaitGroup
+	for _, up := range u.ups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			up.close()
+		}()
+	}
+	wg.Wait()
+	u.wg.Wait()
+	u.transport.CloseIdleConnections()
+	u.mu.Lock()
+	close(u.changed)
+	u.mu.Unlock()
+	return nil
+}
+
+// signal reports a tool-list change.
+func (u *Upstreams) signal() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed {
+		return
+	}
+	select {
+	case u.changed <- struct{}{}:
+	default:
+	}
+}
+
+// goBackground runs f unless the Upstreams are closing; Close waits for it.
+func (u *Upstreams) goBackground(f func()) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed {
+		return false
+	}
+	u.wg.Add(1)
+	go func() {
+		defer u.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// errClosed fails calls after Close. It is private: the program sees
+// "Tool execution failed", which is all it needs at shutdown.
+var errClosed = errors.New("mcp: upstreams closed")
+
+// call performs one tool call for a program.
+func (up *upstream) call(ctx context.Context, tool string, input json.RawMessage) (any, error) {
+	if t := trimSpace(input); len(t) > 0 && t[0] != '{' {
+		return nil, codemode.ToolError("the input must be an object: MCP tool arguments are a JSON object")
+	}
+	callCtx := ctx
+	timeout := up.u.opts.CallTimeout
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		callCtx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	cs, err := up.session(callCtx)
+	if err != nil {
+		return nil, up.timeoutOr(ctx, callCtx, err)
+	}
+	res, err := cs.CallTool(callCtx, &mcpsdk.CallToolParams{Name: tool, Arguments: input})
+	if err == nil {
+		return up.u.conv.result(res)
+	}
+	if callCtx.Err() != nil {
+		return nil, up.timeoutOr(ctx, callCtx, err)
+	}
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		// A JSON-RPC error is the server's answer (unknown tool, invalid
+		// arguments): its message is meant for the caller.
+		return nil, toolError(rpcErr.Message)
+	}
+	// Anything else is the transport failing: the process died, or the
+	// connection broke. Drop the session so the next call reconnects.
+	up.log.Warn("tool call failed; dropping the connection", "tool", tool, "error", err)
+	up.drop(cs)
+	return nil, codemode.ToolErrorf("the MCP server %q disconnected during the call; the next call reconnects", up.name)
+}
+
+// timeoutOr turns the expiry of CallTimeout into a ToolError the program
+// can act on; when the run itself ended, err goes back unchanged (the run
+// reports that).
+func (up *upstream) timeoutOr(runCtx, callCtx context.Context, err error) error {
+	if runCtx.Err() == nil && errors.Is(callCtx.Err(), context.DeadlineExceeded) {
+		return codemode.ToolErrorf("the MCP server %q did not answer within %s", up.name, up.u.opts.CallTimeout)
+	}
+	return err
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\n' || b[0] == '\r') {
+		b = b[1:]
+	}
+	return b
+}

@@ -1,0 +1,64 @@
+// Package mcp connects codemode to the Model Context Protocol, in both
+// directions, on the official Go SDK (github.com/modelcontextprotocol/go-sdk).
+//
+// # Client: MCP servers as tools
+//
+// [Connect] starts or reaches the servers of a [Config] (the mcpServers
+// file desktop clients use) and offers their tools as a codemode tool
+// tree, one namespace per server:
+//
+//	cfg, err := mcp.LoadConfig("servers.json")
+//	up, err := mcp.Connect(ctx, cfg, mcp.ClientOptions{Logger: logger})
+//	defer up.Close()
+//	rt, err := codemode.New(codemode.Options{Tools: up.Tools()})
+//	// a program calls: await tools.files.read_text_file({ path: "/srv/a.txt" })
+//
+// A tool's name is used as is, whatever characters it holds:
+// tools.server["weird/name.x"]({...}) calls the tool "weird/name.x". Only
+// "then" and "toJSON", which a program's tools proxy keeps for itself,
+// are renamed "then_" and "toJSON_". The input schema becomes the tool's
+// signature but is not enforced (the server validates its arguments); a
+// schema that cannot be decoded is dropped with a log record and the tool
+// kept.
+//
+// A call's result becomes a program value:
+//
+//   - structuredContent, when present, as it is;
+//   - otherwise the content blocks: none gives null, one gives its value,
+//     several give an array of their values;
+//   - a text block is its string, or the JSON it holds when that is an
+//     object or an array (servers that predate structuredContent return
+//     data that way; a bare number stays a string, so ids keep their
+//     digits);
+//   - an image or audio block is {type, mimeType, size, data}, where
+//     size is the byte count and data the base64 bytes, present only up to
+//     ClientOptions.MaxInlineBytes (64 KiB by default);
+//   - an embedded resource is {type: "resource", uri, mimeType?, text} or,
+//     for binary contents, {type: "resource", uri, mimeType?, size, blob?};
+//   - a resource link is {type: "resource_link", uri, name, title?,
+//     description?, mimeType?, size?}.
+//
+// A result with isError, and a JSON-RPC error, reject the call with a
+// ToolError carrying the server's text: at most 2,000 characters, with
+// escape sequences and control characters (other than newline and tab)
+// removed. A server that dies or drops its connection during a call fails
+// that call with a ToolError saying so; the next call reconnects (after a
+// failed reconnect, attempts back off from one second to thirty). When a
+// run ends, its calls' contexts are cancelled and the SDK sends the server
+// notifications/cancelled. ClientOptions.CallTimeout bounds each call.
+//
+// A server that announces notifications/tools/list_changed is listed
+// again; [Upstreams.Changed] signals it, and the next [Upstreams.Tools]
+// snapshot has the new tools. Servers speaking protocol versions from
+// 2024-11-05 on are supported.
+//
+// # Server: execute over MCP
+//
+// [NewServer] offers one tool, execute, whose description is the
+// runtime's instructions (the catalog of tools included) and whose input
+// is {code: string}. The result is the run's [codemode.Result] as JSON
+// text and as structuredContent; isError is set when the run failed. When
+// a call carries a progress token, each finished tool call of the run
+// sends notifications/progress. [Server.SetTools] swaps the tools (after
+// an upstream's list changed) without disturbing runs in flight.
+package mcp

@@ -1,0 +1,468 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/codemode-go/codemode"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Limits sized for a model's context, used as the CLI's defaults (see
+// ServerOptions.Runtime): long enough for a dozen sequential remote calls,
+// few enough calls that a runaway loop ends quickly, and an output that
+// fits comfortably in a context window (about 5,000 tokens).
+const (
+	DefaultTimeout        = 30 * time.Second
+	DefaultMaxToolCalls   = 100
+	DefaultMaxOutputBytes = 20_000
+)
+
+// ExecuteTool is the name of the one tool the server offers.
+const ExecuteTool = "execute"
+
+// ServerOptions configure [NewServer].
+type ServerOptions struct {
+	// Name and Version identify the server to clients. Empty means
+	// "codemode" and "dev".
+	Name, Version string
+
+	// Runtime configures every run, as codemode.New takes it: its Tools are
+	// the initial tool tree (SetTools replaces it) and its limits apply to
+	// each execute call. Its zero values mean what they mean to codemode —
+	// no time, tool-call or output limit — so a server facing a model
+	// should set them; DefaultTimeout, DefaultMaxToolCalls and
+	// DefaultMaxOutputBytes are a good start.
+	Runtime codemode.Options
+
+	// Logger receives one record per run and the server's diagnostics.
+	// Nil discards them. A stdio server must not log to standard output.
+	Logger *slog.Logger
+}
+
+// Server serves the execute tool over MCP. Its tools can be replaced while
+// it serves: runs in flight keep the tools they started with.
+type Server struct {
+	opts ServerOptions
+	log  *slog.Logger
+	mcp  *mcpsdk.Server
+
+	setMu sync.Mutex // serializes SetTools, so descriptions apply in order
+
+	mu      sync.Mutex
+	rt      *codemode.Runtime
+	desc    string
+	closed  bool
+	retired sync.WaitGroup // old runtimes draining their runs
+
+	// runs are the cancel functions of the runs in flight, by HTTP session,
+	// so that a client ending its session stops its runs.
+	runsMu sync.Mutex
+	runs   map[string]map[*context.CancelFunc]struct{}
+}
+
+// ErrServerClosed is returned by SetTools after Close.
+var ErrServerClosed = errors.New("mcp: server closed")
+
+// NewServer makes a server exposing `execute` over a runtime built from
+// opts.Runtime. Serve it with MCP().Run (stdio) or HTTPHandler.
+func NewServer(opts ServerOptions) (*Server, error) {
+	if opts.Name == "" {
+		opts.Name = "codemode"
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{opts: opts, log: logger}
+	s.mcp = mcpsdk.NewServer(&mcpsdk.Implementation{Name: opts.Name, Version: opts.Version}, &mcpsdk.ServerOptions{
+		Instructions: "Call the `execute` tool with a JavaScript or TypeScript program; the tool's description explains the program's environment and lists the tools it can call.",
+		Logger:       logger,
+		// Tools only: the server sends no log messages, prompts or
+		// resources, so it does not advertise them.
+		Capabilities: &mcpsdk.ServerCapabilities{Tools: &mcpsdk.ToolCapabilities{ListChanged: true}},
+	})
+	if err := s.SetTools(opts.Runtime.Tools); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// MCP returns the underlying SDK server, to Run on a transport.
+func (s *Server) MCP() *mcpsdk.Server { return s.mcp }
+
+// Runtime returns the runtime the next run uses.
+func (s *Server) Runtime() *codemode.Runtime {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rt
+}
+
+// HTTPHandler serves the server over streamable HTTP, with sessions (so
+// progress and list_changed notifications reach the client), DNS-rebinding
+// protection for localhost, and idle sessions closed after 30 minutes.
+// A client that ends its session (DELETE) stops its runs in flight; one
+// that cancels a call stops that run; one whose connection just drops
+// leaves its runs to end at their deadline. There is no authentication:
+// bind it to localhost or put it behind one. Each call makes a handler
+// with its own sessions: call it once.
+func (s *Server) HTTPHandler() http.Handler {
+	h := mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return s.mcp }, &mcpsdk.StreamableHTTPOptions{
+		Logger:                       s.log,
+		SessionTimeout:               30 * time.Minute,
+		PropagateRequestCancellation: true,
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The SDK ends a deleted session only once its handlers return, and
+		// lets them run on: stop the session's runs first. (Session ids are
+		// unguessable, so a forged DELETE cannot name one.)
+		if id := r.Header.Get("Mcp-Session-Id"); id != "" && r.Method == http.MethodDelete {
+			s.cancelSession(id)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// track registers a run's cancel function under its session.
+func (s *Server) track(session string, cancel *context.CancelFunc) (untrack func()) {
+	s.runsMu.Lock()
+	defer s.runsMu.Unlock()
+	if s.runs == nil {
+		s.runs = map[string]map[*context.CancelFunc]struct{}{}
+	}
+	if s.runs[session] == nil {
+		s.runs[session] = map[*context.CancelFunc]struct{}{}
+	}
+	s.runs[session][cancel] = struct{}{}
+	return func() {
+		s.runsMu.Lock()
+		defer s.runsMu.Unlock()
+		delete(s.runs[session], cancel)
+		if len(s.runs[session]) == 0 {
+			delete(s.runs, session)
+		}
+	}
+}
+
+func (s *Server) cancelSession(session string) {
+	s.runsMu.Lock()
+	defer s.runsMu.Unlock()
+	for cancel := range s.runs[session] {
+		(*cancel)()
+	}
+}
+
+// SetTools replaces the tool tree: the next run uses it, runs in flight
+// finish with the old one, and the execute tool's description (its
+// catalog) is updated, which notifies connected clients. On error (an
+// invalid tree) the old tools stay.
+func (s *Server) SetTools(tools codemode.Tools) error {
+	s.setMu.Lock()
+	defer s.setMu.Unlock()
+	opts := s.opts.Runtime
+	opts.Tools = withProgress(tools, codemode.Tools{}, nil)
+	opts.OnToolCallEnd = s.logToolCall(opts.OnToolCallEnd)
+	rt, err := codemode.New(opts)
+	if err != nil {
+		return err
+	}
+	desc := rt.Instructions()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = rt.Close()
+		return ErrServerClosed
+	}
+	old := s.rt
+	s.rt = rt
+	changed := desc != s.desc
+	s.desc = desc
+	if old != nil {
+		s.retired.Add(1)
+	}
+	s.mu.Unlock()
+	if old != nil {
+		go func() {
+			defer s.retired.Done()
+			_ = old.Close() // waits for its runs
+		}()
+	}
+	if changed {
+		// Replacing the tool notifies sessions with tools/list_changed.
+		s.mcp.AddTool(executeToolDef(desc), s.execute)
+	}
+	return nil
+}
+
+// Close refuses new runs and waits for the ones in flight. It does not
+// close client sessions: the transport's owner does.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	rt := s.rt
+	s.mu.Unlock()
+	err := rt.Close()
+	s.retired.Wait()
+	return err
+}
+
+var executeInputSchema = json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "code": {
+      "type": "string",
+      "description": "The program: the body of an async function in JavaScript or TypeScript. Use await at the top level and return the value you need."
+    }
+  },
+  "required": ["code"],
+  "additionalProperties": false
+}`)
+
+// executeOutputSchema describes codemode.Result, so clients can rely on
+// structuredContent.
+var executeOutputSchema = json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "ok": {"type": "boolean", "description": "Whether the program succeeded."},
+    "value": {"description": "The program's return value, when ok."},
+    "error": {
+      "type": "object",
+      "description": "Why the run failed, when not ok.",
+      "properties": {
+        "kind": {"type": "string", "enum": ["ParseError", "UnsupportedSyntax", "UnknownTool", "InvalidToolInput", "InvalidToolOutput", "InvalidDataValue", "ToolCallLimitExceeded", "TimeoutExceeded", "MemoryLimitExceeded", "ToolFailure", "ExecutionFailure"]},
+        "message": {"type": "string"},
+        "location": {"type": "object", "properties": {"line": {"type": "integer"}, "column": {"type": "integer"}}},
+        "suggestions": {"type": "array", "items": {"type": "string"}}
+      },
+      "required": ["kind", "message"]
+    },
+    "logs": {"type": "array", "items": {"type": "string"}, "description": "The console lines."},
+    "truncated": {"type": "boolean", "description": "The output limit cut the value or the logs."},
+    "toolCalls": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}, "description": "The tool calls made, in order."}
+  },
+  "required": ["ok", "toolCalls"]
+}`)
+
+func executeToolDef(description string) *mcpsdk.Tool {
+	return &mcpsdk.Tool{
+		Name:         ExecuteTool,
+		Title:        "Run a program against the tools",
+		Description:  description,
+		InputSchema:  executeInputSchema,
+		OutputSchema: executeOutputSchema,
+	}
+}
+
+// execute serves one call of the execute tool.
+func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcpsdk.CallToolResult, error) {
+	code, problem := executeInput(req.Params.Arguments)
+	if problem != "" {
+		return toolResult(codemode.Result{
+			Error:     &codemode.Diagnostic{Kind: codemode.ParseError, Message: problem},
+			ToolCalls: []codemode.ToolCall{},
+		}), nil
+	}
+	if req.Session != nil {
+		if id := req.Session.ID(); id != "" {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			defer s.track(id, &cancel)()
+		}
+	}
+	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+		ctx = context.WithValue(ctx, progressKey{}, &progress{session: req.Session, token: tok})
+	}
+	start := time.Now()
+	var res codemode.Result
+	var err error
+	// A run can race SetTools retiring the runtime it picked; the retired
+	// one refuses new runs, so pick again.
+	for range 3 {
+		res, err = s.Runtime().Execute(ctx, code)
+		if !errors.Is(err, codemode.ErrClosed) {
+			break
+		}
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			return nil, ErrServerClosed
+		}
+	}
+	attrs := []any{"ok", res.OK, "took", time.Since(start).Round(time.Millisecond), "toolCalls", len(res.ToolCalls), "codeBytes", len(code)}
+	if res.Error != nil {
+		attrs = append(attrs, "kind", res.Error.Kind)
+	}
+	if err != nil {
+		// The client cancelled or went away: the answer will not be read,
+		// but the SDK still wants one.
+		attrs = append(attrs, "error", err)
+	}
+	s.log.Info("execute", attrs...)
+	return toolResult(res), nil
+}
+
+// logToolCall chains a hook that logs each tool call: the tool's own error
+// reaches only this hook (the program sees "Tool execution failed"), so
+// the log is where an operator finds it.
+func (s *Server) logToolCall(next func(codemode.ToolCallEnd)) func(codemode.ToolCallEnd) {
+	return func(e codemode.ToolCallEnd) {
+		if next != nil {
+			next(e)
+		}
+		attrs := []any{"tool", e.Name, "outcome", e.Outcome, "took", e.Duration.Round(time.Millisecond)}
+		switch e.Outcome {
+		case "error", "invalid-output":
+			if e.Err != nil {
+				attrs = append(attrs, "error", e.Err)
+			} else {
+				attrs = append(attrs, "message", e.Message)
+			}
+			s.log.Warn("tool call failed", attrs...)
+		default:
+			s.log.Debug("tool call", attrs...)
+		}
+	}
+}
+
+// executeInput extracts the program, or says what is wrong with the
+// arguments in words the model can act on.
+func executeInput(raw json.RawMessage) (string, string) {
+	var in map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &in); err != nil || in == nil {
+		return "", `the arguments must be an object: {"code": "<program>"}`
+	}
+	c, ok := in["code"]
+	if !ok {
+		return "", `the "code" argument is missing: pass {"code": "<program>"}`
+	}
+	var code string
+	if err := json.Unmarshal(c, &code); err != nil {
+		return "", `the "code" argument must be a string holding the program`
+	}
+	return code, ""
+}
+
+// toolResult is the MCP form of a Result: its JSON as text (with < and >
+// left alone, as the model reads them) and as structuredContent, with
+// isError set when the run failed. Hosts mark an isError result as a
+// failure to the model, which prompts it to read the diagnostic and fix
+// the program; the text is the same either way.
+func toolResult(res codemode.Result) *mcpsdk.CallToolResult {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(res); err != nil {
+		// A Result holds only JSON-safe values; this is unreachable, but a
+		// panic must not escape into the SDK either way.
+		buf.Reset()
+		fmt.Fprintf(&buf, `{"ok":false,"error":{"kind":"ExecutionFailure","message":"the result could not be encoded"},"toolCalls":[]}`)
+	}
+	text := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	return &mcpsdk.CallToolResult{
+		Content:           []mcpsdk.Content{&mcpsdk.TextContent{Text: string(text)}},
+		StructuredContent: json.RawMessage(text),
+		IsError:           !res.OK,
+	}
+}
+
+// progressKey carries a run's progress reporter in the tool calls'
+// contexts. The runtime-wide OnToolCallEnd hook cannot tell concurrent
+// runs apart, so progress rides on the context instead, which every
+// tool's Run receives from its own run.
+type progressKey struct{}
+
+// progress sends notifications/progress for one run, one per finished
+// tool call, when the client asked with a progress token.
+type progress struct {
+	session *mcpsdk.ServerSession
+	token   any
+
+	mu sync.Mutex // keeps the count and the notifications in order
+	n  int
+}
+
+func (p *progress) done(ctx context.Context, name string, err error) {
+	if ctx.Err() != nil {
+		return // the call lost a race or the run ended: nothing to report
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.n++
+	msg := fmt.Sprintf("%d tool calls finished; last: %s", p.n, name)
+	if err != nil {
+		msg += " (failed)"
+	}
+	// A client that stops reading must not stall the tool's goroutine.
+	nctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_ = p.session.NotifyProgress(nctx, &mcpsdk.ProgressNotificationParams{ProgressToken: p.token, Progress: float64(p.n), Message: msg})
+}
+
+// withProgress copies a tool tree, wrapping each tool's Run to report its
+// completion to the run's progress reporter. Values it does not recognize
+// are copied as they are, for codemode.New to judge.
+func withProgress(in, out codemode.Tools, prefix []string) codemode.Tools {
+	for k, v := range in {
+		path := append(append([]string(nil), prefix...), k)
+		switch v := v.(type) {
+		case codemode.Tool:
+			out[k] = reportingTool(v, path)
+		case *codemode.Tool:
+			if v == nil {
+				out[k] = v
+			} else {
+				out[k] = reportingTool(*v, path)
+			}
+		case codemode.Tools:
+			out[k] = withProgress(v, codemode.Tools{}, path)
+		case map[string]any:
+			out[k] = withProgress(v, codemode.Tools{}, path)
+		default:
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func reportingTool(t codemode.Tool, path []string) codemode.Tool {
+	run := t.Run
+	if run == nil {
+		return t
+	}
+	name := joinPath(path)
+	t.Run = func(ctx context.Context, input json.RawMessage) (any, error) {
+		v, err := run(ctx, input)
+		if p, ok := ctx.Value(progressKey{}).(*progress); ok {
+			p.done(ctx, name, err)
+		}
+		return v, err
+	}
+	return t
+}
+
+func joinPath(path []string) string {
+	var b bytes.Buffer
+	for i, p := range path {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}

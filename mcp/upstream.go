@@ -1,0 +1,466 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/codemode-go/codemode"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// upstream is one configured server and its connection state.
+type upstream struct {
+	u      *Upstreams
+	name   string
+	cfg    ServerConfig
+	log    *slog.Logger
+	client *mcpsdk.Client
+
+	mu       sync.Mutex
+	sess     *mcpsdk.ClientSession // nil while disconnected
+	dialing  chan struct{}         // closed when the connect in progress ends
+	failures int                   // consecutive failed connects
+	retryAt  time.Time             // no automatic connect before this
+	tools    codemode.Tools        // as last listed
+	sig      string                // fingerprint of the listing behind tools
+	closed   bool
+
+	refreshing, refreshAgain bool
+}
+
+func newUpstream(u *Upstreams, name string, sc ServerConfig) *upstream {
+	up := &upstream{u: u, name: name, cfg: sc, log: u.log.With("server", name), tools: codemode.Tools{}}
+	up.client = mcpsdk.NewClient(&mcpsdk.Implementation{Name: u.opts.Name, Version: u.opts.Version}, &mcpsdk.ClientOptions{
+		Logger: up.log,
+		// No roots, sampling or elicitation: a program has none to offer,
+		// and advertising roots makes some servers (filesystem) replace
+		// their configured directories with the client's empty list.
+		Capabilities: &mcpsdk.ClientCapabilities{},
+		ToolListChangedHandler: func(_ context.Context, req *mcpsdk.ToolListChangedRequest) {
+			up.listChanged(req.Session)
+		},
+	})
+	return up
+}
+
+// snapshot copies the namespace, so callers cannot change ours.
+func (up *upstream) snapshot() codemode.Tools {
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	out := make(codemode.Tools, len(up.tools))
+	for k, v := range up.tools {
+		out[k] = v
+	}
+	return out
+}
+
+// connectNow is Connect's first connect: no backoff, the caller's context.
+func (up *upstream) connectNow(ctx context.Context) error {
+	cs, tools, sig, err := up.connect(ctx)
+	if err != nil {
+		return err
+	}
+	up.mu.Lock()
+	up.sess, up.tools, up.sig = cs, tools, sig
+	up.mu.Unlock()
+	return nil
+}
+
+// session returns the live session, connecting when there is none: one
+// connect at a time, shared by every caller waiting for it, and none
+// before the backoff since the last failure has passed.
+func (up *upstream) session(ctx context.Context) (*mcpsdk.ClientSession, error) {
+	for {
+		up.mu.Lock()
+		switch {
+		case up.closed:
+			up.mu.Unlock()
+			return nil, errClosed
+		case up.sess != nil:
+			cs := up.sess
+			up.mu.Unlock()
+			return cs, nil
+		case up.dialing == nil:
+			if wait := time.Until(up.retryAt); wait > 0 {
+				up.mu.Unlock()
+				return nil, codemode.ToolErrorf("the MCP server %q is unavailable: it failed to start or connect; the next attempt is in %s",
+					up.name, wait.Round(100*time.Millisecond))
+			}
+			ch := make(chan struct{})
+			if !up.u.goBackground(func() { up.redial(ch) }) {
+				up.mu.Unlock()
+				return nil, errClosed
+			}
+			up.dialing = ch
+		}
+		ch := up.dialing
+		up.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// redial connects in the background: a run that gives up waiting must
+// not kill a server that is halfway through starting.
+func (up *upstream) redial(done chan struct{}) {
+	defer close(done)
+	cs, tools, sig, err := up.connect(up.u.ctx)
+	up.mu.Lock()
+	up.dialing = nil
+	if err != nil {
+		up.failures++
+		backoff := time.Second << min(up.failures-1, 5)
+		up.retryAt = time.Now().Add(min(backoff, 30*time.Second))
+		up.mu.Unlock()
+		up.log.Warn("reconnect failed", "error", err, "attempts", up.failures)
+		return
+	}
+	if up.closed {
+		up.mu.Unlock()
+		_ = cs.Close()
+		return
+	}
+	up.failures, up.retryAt = 0, time.Time{}
+	up.sess, up.tools = cs, tools
+	changed := sig != up.sig
+	up.sig = sig
+	up.mu.Unlock()
+	up.log.Info("reconnected")
+	if changed {
+		up.u.signal()
+	}
+}
+
+// connect opens a session and lists its tools.
+func (up *upstream) connect(ctx context.Context) (*mcpsdk.ClientSession, codemode.Tools, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, up.u.opts.ConnectTimeout)
+	defer cancel()
+	// The transport outlives the handshake: an HTTP+SSE stream is bound to
+	// the context it was opened with. It gets a context of its own, ended
+	// by Close, by the session ending, or by a handshake that fails.
+	life, endLife := context.WithCancel(up.u.ctx)
+	var connected atomic.Bool
+	context.AfterFunc(ctx, func() {
+		if !connected.Load() {
+			endLife()
+		}
+	})
+	start := time.Now()
+	cs, transport, err := up.open(ctx, life)
+	if err != nil {
+		endLife()
+		return nil, nil, "", err
+	}
+	list, err := up.list(ctx, cs)
+	if err != nil {
+		up.closeSession(cs)
+		endLife()
+		return nil, nil, "", fmt.Errorf("listing tools: %w", err)
+	}
+	connected.Store(true)
+	tools, sig := up.namespace(list)
+	// Watch the session: when the process exits or the stream ends, forget
+	// it so the next call reconnects instead of failing on a dead pipe.
+	if !up.u.goBackground(func() {
+		_ = cs.Wait()
+		endLife()
+		up.drop(cs)
+	}) {
+		endLife()
+	}
+	ir := cs.InitializeResult()
+	version := ""
+	if ir != nil {
+		version = ir.ProtocolVersion
+	}
+	up.log.Info("connected", "transport", transport, "protocol", version, "tools", len(tools), "took", time.Since(start).Round(time.Millisecond))
+	return cs, tools, sig, nil
+}
+
+// lifetime connects a transport with its own context rather than the
+// handshake's.
+type lifetime struct {
+	mcpsdk.Transport
+	ctx context.Context
+}
+
+func (l lifetime) Connect(context.Context) (mcpsdk.Connection, error) {
+	return l.Transport.Connect(l.ctx)
+}
+
+// open connects the transport (for the lifetime of life) and performs the
+// handshake (within ctx). It returns the transport type used.
+func (up *upstream) open(ctx, life context.Context) (*mcpsdk.ClientSession, string, error) {
+	opts := &mcpsdk.ClientSessionOptions{ProtocolVersion: up.u.opts.ProtocolVersion}
+	dial := func(t mcpsdk.Transport) (*mcpsdk.ClientSession, error) {
+		return up.client.Connect(ctx, lifetime{t, life}, opts)
+	}
+	switch kind := up.cfg.transport(); kind {
+	case TypeStdio:
+		cs, err := dial(&mcpsdk.CommandTransport{Command: up.command(), TerminateDuration: 2 * time.Second})
+		return cs, kind, err
+	case TypeSSE:
+		cs, err := dial(&mcpsdk.SSEClientTransport{Endpoint: up.cfg.URL, HTTPClient: up.httpClient()})
+		return cs, kind, err
+	}
+	cs, err := dial(&mcpsdk.StreamableClientTransport{Endpoint: up.cfg.URL, HTTPClient: up.httpClient()})
+	if err == nil || up.cfg.Type == TypeHTTP || ctx.Err() != nil {
+		return cs, TypeHTTP, err
+	}
+	// The type was inferred from the URL: the server may predate
+	// streamable HTTP and speak the 2024-11-05 HTTP+SSE transport.
+	cs2, err2 := dial(&mcpsdk.SSEClientTransport{Endpoint: up.cfg.URL, HTTPClient: up.httpClient()})
+	if err2 == nil {
+		up.log.Info("the server does not speak streamable HTTP; using HTTP+SSE", "streamable_error", err)
+		return cs2, TypeSSE, nil
+	}
+	return nil, "", fmt.Errorf("streamable HTTP: %w (and HTTP+SSE: %v)", err, err2)
+}
+
+// httpClient sends the configured headers with every request.
+func (up *upstream) httpClient() *http.Client {
+	base := up.u.opts.HTTPClient
+	if base == nil {
+		base = &http.Client{Transport: up.u.transport}
+	}
+	if len(up.cfg.Headers) == 0 {
+		return base
+	}
+	c := *base
+	rt := c.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	c.Transport = headerTransport{base: rt, headers: up.cfg.Headers}
+	return &c
+}
+
+type headerTransport struct {
+	base    http.RoundTripper
+	headers map[string]string
+}
+
+func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range t.headers {
+		req.Header.Set(k, v)
+	}
+	return t.base.RoundTrip(req)
+}
+
+// maxPages bounds a tools/list cursor loop against a server whose cursors
+// never end.
+const maxPages = 1000
+
+// list fetches every page of the server's tools.
+func (up *upstream) list(ctx context.Context, cs *mcpsdk.ClientSession) ([]*mcpsdk.Tool, error) {
+	if ir := cs.InitializeResult(); ir != nil && ir.Capabilities != nil && ir.Capabilities.Tools == nil {
+		up.log.Info("the server offers no tools")
+		return nil, nil
+	}
+	var all []*mcpsdk.Tool
+	seen := map[string]bool{}
+	params := &mcpsdk.ListToolsParams{}
+	for page := 0; ; page++ {
+		res, err := cs.ListTools(ctx, params)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, res.Tools...)
+		next := res.NextCursor
+		if next == "" {
+			return all, nil
+		}
+		if seen[next] || page+1 >= maxPages {
+			up.log.Warn("tools/list pagination does not end; keeping the pages read", "pages", page+1)
+			return all, nil
+		}
+		seen[next] = true
+		params = &mcpsdk.ListToolsParams{Cursor: next}
+	}
+}
+
+// namespace builds the codemode tools of a listing, and its fingerprint.
+func (up *upstream) namespace(list []*mcpsdk.Tool) (codemode.Tools, string) {
+	ns := codemode.Tools{}
+	sig, _ := json.Marshal(list)
+	for _, t := range list {
+		if t == nil {
+			continue
+		}
+		if t.Name == "" {
+			up.log.Warn("skipping a tool without a name")
+			continue
+		}
+		if !up.cfg.allowed(t.Name) {
+			continue
+		}
+		member := t.Name
+		if member == "then" || member == "toJSON" {
+			// The tools proxy answers these two itself (so that awaiting
+			// or serializing a namespace behaves); expose the tool beside.
+			member += "_"
+			up.log.Warn("tool renamed: its name is reserved in programs", "tool", t.Name, "as", member)
+		}
+		if _, dup := ns[member]; dup {
+			up.log.Warn("skipping a duplicate tool name", "tool", t.Name)
+			continue
+		}
+		ns[member] = up.tool(t)
+	}
+	return ns, string(sig)
+}
+
+// tool adapts one MCP tool. A schema that cannot be used is dropped (and
+// logged) rather than losing the tool: the server validates the arguments
+// anyway, so the program only loses the signature's detail.
+func (up *upstream) tool(t *mcpsdk.Tool) codemode.Tool {
+	in, err := convertSchema(t.InputSchema, true)
+	if err != nil {
+		up.log.Warn("dropping the input schema", "tool", t.Name, "error", err)
+		in = nil
+	}
+	out, err := convertSchema(t.OutputSchema, false)
+	if err != nil {
+		up.log.Warn("dropping the output schema", "tool", t.Name, "error", err)
+		out = nil
+	}
+	desc := t.Description
+	if desc == "" {
+		desc = t.Title
+	}
+	if desc == "" && t.Annotations != nil {
+		desc = t.Annotations.Title
+	}
+	name := t.Name
+	return codemode.Tool{
+		Description:         desc,
+		Input:               in,
+		Output:              out,
+		SkipInputValidation: true,
+		Run: func(ctx context.Context, input json.RawMessage) (any, error) {
+			return up.call(ctx, name, input)
+		},
+	}
+}
+
+// drop forgets a session that failed or ended, and closes it.
+func (up *upstream) drop(cs *mcpsdk.ClientSession) {
+	up.mu.Lock()
+	current := up.sess == cs
+	if current {
+		up.sess = nil
+	}
+	closed := up.closed
+	up.mu.Unlock()
+	if current && !closed {
+		up.log.Warn("disconnected; the next call reconnects")
+	}
+	if current && !up.u.goBackground(func() { up.closeSession(cs) }) {
+		up.closeSession(cs) // shutting down: close it here, nobody else will
+	}
+}
+
+// closeSession closes a session, logging what a stdio server's exit says.
+func (up *upstream) closeSession(cs *mcpsdk.ClientSession) {
+	if err := cs.Close(); err != nil && !errors.Is(err, mcpsdk.ErrConnectionClosed) {
+		up.log.Debug("session closed", "error", err)
+	}
+}
+
+// listChanged handles notifications/tools/list_changed: list again in the
+// background (the notification arrives on the session's reader, which the
+// listing itself needs), coalescing bursts into one more listing.
+func (up *upstream) listChanged(cs *mcpsdk.ClientSession) {
+	up.mu.Lock()
+	if up.sess != cs || up.closed {
+		up.mu.Unlock()
+		return
+	}
+	if up.refreshing {
+		up.refreshAgain = true
+		up.mu.Unlock()
+		return
+	}
+	up.refreshing = true
+	up.mu.Unlock()
+	started := up.u.goBackground(func() {
+		for {
+			ctx, cancel := context.WithTimeout(up.u.ctx, up.u.opts.ConnectTimeout)
+			err := up.relist(ctx, cs)
+			cancel()
+			if err != nil {
+				up.log.Warn("listing tools after list_changed failed", "error", err)
+			}
+			up.mu.Lock()
+			if !up.refreshAgain {
+				up.refreshing = false
+				up.mu.Unlock()
+				return
+			}
+			up.refreshAgain = false
+			up.mu.Unlock()
+		}
+	})
+	if !started {
+		up.mu.Lock()
+		up.refreshing = false
+		up.mu.Unlock()
+	}
+}
+
+// relist lists the tools of cs again and publishes a change.
+func (up *upstream) relist(ctx context.Context, cs *mcpsdk.ClientSession) error {
+	list, err := up.list(ctx, cs)
+	if err != nil {
+		return err
+	}
+	tools, sig := up.namespace(list)
+	up.mu.Lock()
+	if up.sess != cs || up.closed || sig == up.sig {
+		up.mu.Unlock()
+		return nil
+	}
+	up.tools, up.sig = tools, sig
+	up.mu.Unlock()
+	up.log.Info("tool list changed", "tools", len(tools))
+	up.u.signal()
+	return nil
+}
+
+// refresh serves Upstreams.Refresh.
+func (up *upstream) refresh(ctx context.Context) error {
+	up.mu.Lock()
+	cs := up.sess
+	if cs == nil {
+		up.retryAt = time.Time{} // an explicit refresh skips the backoff
+	}
+	up.mu.Unlock()
+	if cs == nil {
+		_, err := up.session(ctx)
+		return err
+	}
+	return up.relist(ctx, cs)
+}
+
+// close ends the session for good.
+func (up *upstream) close() {
+	up.mu.Lock()
+	up.closed = true
+	cs := up.sess
+	up.sess = nil
+	up.mu.Unlock()
+	if cs != nil {
+		up.closeSession(cs)
+	}
+}
