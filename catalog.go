@@ -18,9 +18,10 @@ type CatalogEntry struct {
 	// Signature is the TypeScript declaration of the call, with the
 	// description and parameter documentation as JSDoc.
 	Signature string `json:"signature"`
+	// Segments is the path as its segments (names may contain dots).
+	Segments []string `json:"-"`
 
-	segments []string
-	line     string // one-line form for the instructions' tool list
+	line string // one-line form for the instructions' tool list
 }
 
 // catalog is computed once per Runtime, on first use: rendering a
@@ -49,7 +50,7 @@ func (rt *Runtime) catalogEntries() []CatalogEntry {
 				Path:        e.name,
 				Description: e.tool.Description,
 				Signature:   tsgen.Signature(e.path, e.tool.Description, in, out, true),
-				segments:    e.path,
+				Segments:    e.path,
 				line:        catalogLine(tsgen.Signature(e.path, "", in, out, false), e.tool.Description),
 			}
 		}
@@ -116,7 +117,7 @@ func selectCatalog(entries []CatalogEntry, budget int) selection {
 	byNS := map[string][]cand{}
 	var names []string
 	for _, e := range entries {
-		ns := e.segments[0]
+		ns := e.Segments[0]
 		if _, ok := byNS[ns]; !ok {
 			names = append(names, ns)
 		}

@@ -192,9 +192,9 @@ func termForms(t string) []string {
 
 // score sums, per term, the weights of the fields it matches.
 func (rt *Runtime) score(c CatalogEntry, terms []string) int {
-	e := rt.index[pathKey(c.segments)]
+	e := rt.index[pathKey(c.Segments)]
 	path := strings.ToLower(c.Path)
-	last := strings.ToLower(c.segments[len(c.segments)-1])
+	last := strings.ToLower(c.Segments[len(c.Segments)-1])
 	desc := strings.ToLower(c.Description)
 	text := path + "\n" + desc
 	if e != nil {
