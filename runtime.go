@@ -20,6 +20,7 @@ type Runtime struct {
 	paths [][]string            // binding members, "$codemode.search" last
 	sb    *sandbox.Sandbox
 	cat   catalog
+	idx   indexCache
 
 	mu     sync.Mutex
 	closed bool

@@ -86,11 +86,13 @@ func (rt *Runtime) Search(query, namespace string, limit, offset int) SearchResu
 	}
 	cat := rt.catalogEntries()
 	var pool []CatalogEntry
-	for _, c := range cat {
-		if namespace != "" && !strings.HasPrefix(c.Path+".", namespace+".") {
+	var positions []int // of pool's entries in cat
+	for i, c := range cat {
+		if namespace != "" && (len(c.Segments) < 2 || c.Segments[0] != namespace) && !strings.HasPrefix(c.Path+".", namespace+".") {
 			continue
 		}
 		pool = append(pool, c)
+		positions = append(positions, i)
 	}
 	if one := rt.lookupExact(query); one != nil {
 		for _, c := range pool {
@@ -102,14 +104,15 @@ func (rt *Runtime) Search(query, namespace string, limit, offset int) SearchResu
 		if len(pool) != 1 || pool[0].Path != one.name {
 			pool = nil
 		}
-	} else if terms := searchTerms(query); len(terms) > 0 {
+	} else if terms := parseQuery(query); len(terms) > 0 {
 		type scored struct {
 			c     CatalogEntry
-			score int
+			score float64
 		}
+		idx := rt.searchIndex()
 		var hits []scored
-		for _, c := range pool {
-			if s := rt.score(c, terms); s > 0 {
+		for k, c := range pool {
+			if s := idx.score(positions[k], terms); s > 0 {
 				hits = append(hits, scored{c, s})
 			}
 		}
@@ -177,54 +180,6 @@ func searchTerms(q string) []string {
 	}
 	flush()
 	return terms
-}
-
-// termForms is a term and its naive singular.
-func termForms(t string) []string {
-	switch {
-	case len(t) > 3 && strings.HasSuffix(t, "es"):
-		return []string{t, t[:len(t)-2]}
-	case len(t) > 2 && strings.HasSuffix(t, "s"):
-		return []string{t, t[:len(t)-1]}
-	}
-	return []string{t}
-}
-
-// score sums, per term, the weights of the fields it matches.
-func (rt *Runtime) score(c CatalogEntry, terms []string) int {
-	e := rt.index[pathKey(c.Segments)]
-	path := strings.ToLower(c.Path)
-	last := strings.ToLower(c.Segments[len(c.Segments)-1])
-	desc := strings.ToLower(c.Description)
-	text := path + "\n" + desc
-	if e != nil {
-		text += "\n" + strings.ToLower(inputText(e))
-	}
-	total := 0
-	for _, t := range terms {
-		forms := termForms(t)
-		any := func(match func(string) bool) bool {
-			for _, f := range forms {
-				if match(f) {
-					return true
-				}
-			}
-			return false
-		}
-		if any(func(f string) bool { return f == path || f == last }) {
-			total += 20
-		}
-		if any(func(f string) bool { return strings.Contains(path, f) }) {
-			total += 8
-		}
-		if any(func(f string) bool { return strings.Contains(desc, f) }) {
-			total += 4
-		}
-		if any(func(f string) bool { return strings.Contains(text, f) }) {
-			total += 2
-		}
-	}
-	return total
 }
 
 // inputText is the searchable text of a tool's input: property names and
