@@ -5,6 +5,8 @@
 // console and timers, and returns the control object the Go side calls.
 (function (host) {
   "use strict";
+  // Host operations (the first argument of host); run.go's host matches.
+  const OP_CALL = 1, OP_LOG = 2, OP_TIMER = 3, OP_CLEAR_TIMER = 4, OP_CANCEL = 5, OP_CHILDREN = 6, OP_URL = 7;
   const G = globalThis;
   const O = Object;
   const { defineProperty, getPrototypeOf, setPrototypeOf, freeze, create, keys: objectKeys, getOwnPropertyDescriptor } = O;
@@ -324,7 +326,7 @@
       [level](...args) {
         let line;
         try { line = format(args); } catch (e) { line = "[unprintable: " + (isError(e) ? errorToString(e) : "error") + "]"; }
-        host("log", level, line);
+        host(OP_LOG, level, line);
       },
     }[level];
     defineProperty(consoleObject, level, { value: fn, writable: true, enumerable: true, configurable: true });
@@ -337,7 +339,7 @@
   for (const name of ["URL", "URLSearchParams"]) {
     defineProperty(G, name, {
       get() {
-        host("url");
+        host(OP_URL);
         return G[name];
       },
       set(v) {
@@ -358,14 +360,14 @@
     if (!(delay >= 1 && delay <= 2147483647)) delay = 1;
     const id = ++timerSeq;
     mapSet(timers, id, { fn, args, repeat, delay });
-    host("timer", id, delay);
+    host(OP_TIMER, id, delay);
     return id;
   };
   const clearTimer = (id) => {
     const n = NumberCtor(id);
     if (mapHas(timers, n)) {
       mapDelete(timers, n);
-      host("clearTimer", n);
+      host(OP_CLEAR_TIMER, n);
     }
   };
   const timerFns = {
@@ -412,17 +414,25 @@
     let resolve, reject;
     const p = new PromiseCtor((res, rej) => { resolve = res; reject = rej; });
     weakSet(callIds, p, id);
-    const refused = host("call", id, nsIndex, pathJSON, json);
-    if (typeof refused === "string") {
-      const r = JSONParse(refused);
-      reject(makeError(ns, name, r.kind, r.message));
-    } else {
+    // The host answers undefined (under way; settle delivers it later), or
+    // the outcome already: "o" + result, "e" or "r" + {kind, message}.
+    const done = host(OP_CALL, id, nsIndex, pathJSON, json);
+    if (done === undefined) {
       mapSet(pending, id, { resolve, reject, ns, name });
+    } else if (done[0] === "o") {
+      resolve(JSONParse(stringSlice(done, 1)));
+    } else {
+      const r = JSONParse(stringSlice(done, 1));
+      reject(makeError(ns, name, r.kind, r.message));
     }
     return p;
   }
 
-  function settle(id, ok, payload) {
+  // settle delivers a finished call: a positive id carries its result, a
+  // negative one its failure ({kind, message}).
+  function settle(id, payload) {
+    const ok = id > 0;
+    if (!ok) id = -id;
     const c = mapGet(pending, id);
     if (!c) return;
     mapDelete(pending, id);
@@ -448,7 +458,7 @@
           const c = mapGet(pending, id);
           if (!c) continue;
           mapDelete(pending, id);
-          host("cancel", id);
+          host(OP_CANCEL, id);
           c.reject(makeError(c.ns, c.name, "ToolFailure", "the call was interrupted: it lost a Promise.race and was cancelled"));
           promiseThen(item, undefined, () => {});
         }
@@ -472,7 +482,7 @@
       let names; // child names, fetched on first enumeration
       const listing = () => {
         if (names === undefined) {
-          names = JSONParse(host("children", nsIndex, pathJSON));
+          names = JSONParse(host(OP_CHILDREN, nsIndex, pathJSON));
           freeze(names);
         }
         return names;
@@ -673,12 +683,12 @@
     fire(id) {
       const t = mapGet(timers, id);
       if (!t) return;
-      if (t.repeat) host("timer", id, t.delay);
+      if (t.repeat) host(OP_TIMER, id, t.delay);
       else mapDelete(timers, id);
       apply(t.fn, undefined, t.args);
     },
     cancelTimers() {
-      for (const [id] of mapEntries(timers)) host("clearTimer", id);
+      for (const [id] of mapEntries(timers)) host(OP_CLEAR_TIMER, id);
       timers.clear();
     },
     start(v) {

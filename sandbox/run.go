@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -108,6 +109,8 @@ type run struct {
 	main     quickjs.Value
 
 	inflight    map[int]context.CancelFunc
+	early       []completion    // received by awaitQuick for another call
+	slow        map[string]bool // call paths that did not answer within spinFor
 	timers      map[int]time.Time
 	completions chan completion
 	stop        chan struct{} // closed when the run ends: late completions are dropped
@@ -298,6 +301,14 @@ func (r *run) loop() *Failure {
 			return &Failure{Kind: Exception, Deadlock: true, Name: "Error",
 				Message: "the program is waiting for a promise that nothing can settle: no call or timer is pending"}
 		}
+		if len(r.early) > 0 {
+			c := r.early[0]
+			r.early = r.early[1:]
+			if err := r.deliver(c); err != nil {
+				return r.engineFailure(err)
+			}
+			continue
+		}
 		var timerC <-chan time.Time
 		if next, ok := r.nextTimer(); ok {
 			d := time.Until(next)
@@ -327,6 +338,12 @@ func (r *run) loop() *Failure {
 		}
 	}
 }
+
+// spinFor is how long starting a call waits for its answer (see
+// awaitQuick). Most tools answer in microseconds; catching the answer
+// while the call is still being started saves a second crossing into the
+// engine and the wakeup of the run loop (most of a tool call's cost).
+const spinFor = 25 * time.Microsecond
 
 func (r *run) nextTimer() (time.Time, bool) {
 	var next time.Time
@@ -376,43 +393,48 @@ func (r *run) fireDue() error {
 }
 
 func (r *run) deliver(c completion) error {
-	if _, ok := r.inflight[c.id]; !ok {
-		return nil // cancelled (lost a race)
-	}
-	if c.err != nil && r.ctx.Err() != nil {
-		// The call failed because the run is ending; the program must not
-		// see that as the call's own failure.
-		r.expire(r.ctxExpiry())
+	id, payload, ok := r.outcome(c)
+	if !ok {
 		return nil
 	}
-	delete(r.inflight, c.id)
-	ok, payload := 1, string(c.out)
-	if c.err != nil {
-		ce := &CallError{Kind: "Error", Message: "the call failed"}
-		errors.As(c.err, &ce)
-		b, _ := json.Marshal(map[string]string{"kind": ce.Kind, "message": ce.Message})
-		ok, payload = 0, string(b)
-	} else if err := CheckData(c.out, "the result"); err != nil {
-		b, _ := json.Marshal(map[string]string{"kind": r.dataKind(c.ns), "message": err.Error()})
-		ok, payload = 0, string(b)
-	}
-	idBox, err := r.in.NewNumber(float64(c.id))
+	idBox, err := r.in.NewNumber(float64(id))
 	if err != nil {
 		return err
 	}
 	defer r.in.Free(idBox)
-	okBox, err := r.in.NewNumber(float64(ok))
-	if err != nil {
-		return err
-	}
-	defer r.in.Free(okBox)
 	pBox, err := r.in.NewString(payload)
 	if err != nil {
 		return err
 	}
 	defer r.in.Free(pBox)
-	_, err = r.callValues(r.ctl.settle, idBox, okBox, pBox)
+	_, err = r.callValues(r.ctl.settle, idBox, pBox)
 	return err
+}
+
+// outcome retires a completed call and encodes it for the program: the
+// call id (negated for a failure) and the result JSON (or {kind,
+// message}). ok is false when the program must not see it: the call was
+// cancelled, or it failed because the run is ending.
+func (r *run) outcome(c completion) (id int, payload string, ok bool) {
+	if _, live := r.inflight[c.id]; !live {
+		return 0, "", false // cancelled (lost a race)
+	}
+	if c.err != nil && r.ctx.Err() != nil {
+		r.expire(r.ctxExpiry())
+		return 0, "", false
+	}
+	delete(r.inflight, c.id)
+	if c.err != nil {
+		ce := &CallError{Kind: "Error", Message: "the call failed"}
+		errors.As(c.err, &ce)
+		b, _ := json.Marshal(map[string]string{"kind": ce.Kind, "message": ce.Message})
+		return -c.id, string(b), true
+	}
+	if err := CheckData(c.out, "the result"); err != nil {
+		b, _ := json.Marshal(map[string]string{"kind": r.dataKind(c.ns), "message": err.Error()})
+		return -c.id, string(b), true
+	}
+	return c.id, string(c.out), true
 }
 
 // settleValue serializes the fulfilled value.
@@ -567,14 +589,23 @@ func (r *run) unawaitedFailure() *Failure {
 }
 
 // host serves the prelude's host(op, ...) calls.
+// Host operations, the first argument of the prelude's host(...); the
+// prelude's OP_ constants match.
+const (
+	opCall = iota + 1
+	opLog
+	opTimer
+	opClearTimer
+	opCancel
+	opChildren
+	opURL
+)
+
 func (r *run) host(in *quickjs.Instance, name string, args []quickjs.Value) (quickjs.Value, error) {
 	if len(args) == 0 {
 		return in.Undefined()
 	}
-	op, err := in.String(args[0])
-	if err != nil {
-		return 0, err
-	}
+	op := int(in.Float64(args[0]))
 	str := func(i int) string {
 		if i >= len(args) {
 			return ""
@@ -589,24 +620,24 @@ func (r *run) host(in *quickjs.Instance, name string, args []quickjs.Value) (qui
 		return int(in.Float64(args[i]))
 	}
 	switch op {
-	case "log":
+	case opLog:
 		r.log(str(1), str(2))
-	case "children":
+	case opChildren:
 		return in.NewString(r.children(num(1), str(2)))
-	case "url":
+	case opURL:
 		if err := r.loadURL(in); err != nil {
 			return 0, err
 		}
-	case "timer":
+	case opTimer:
 		r.timers[num(1)] = time.Now().Add(time.Duration(num(2)) * time.Millisecond)
-	case "clearTimer":
+	case opClearTimer:
 		delete(r.timers, num(1))
-	case "cancel":
+	case opCancel:
 		if c, ok := r.inflight[num(1)]; ok {
 			c()
 			delete(r.inflight, num(1))
 		}
-	case "call":
+	case opCall:
 		refusal := r.startCall(num(1), num(2), str(3), str(4))
 		if refusal != "" {
 			return in.NewString(refusal)
@@ -669,12 +700,15 @@ func (r *run) log(level, text string) {
 	r.res.Logs = append(r.res.Logs, Log{Level: level, Text: text})
 }
 
-// startCall admits a call and starts its work; it returns a JSON refusal
-// ({kind, message}) for a call rejected at once.
+// startCall admits a call and starts its work. It returns "" when the
+// call is under way, or the call's outcome when it is already decided: a
+// refusal ("r" + {kind, message}), or — when the work finished while the
+// call was being started — its result ("o" + JSON) or failure ("e" +
+// {kind, message}).
 func (r *run) startCall(id, nsIndex int, pathJSON, input string) string {
 	refuse := func(kind, msg string) string {
 		b, _ := json.Marshal(map[string]string{"kind": kind, "message": msg})
-		return string(b)
+		return "r" + string(b)
 	}
 	if nsIndex < 0 || nsIndex >= len(r.req.Bindings) {
 		return refuse("Error", "unknown namespace")
@@ -702,7 +736,47 @@ func (r *run) startCall(id, nsIndex int, pathJSON, input string) string {
 		case <-r.stop:
 		}
 	}()
-	return ""
+	return r.awaitQuick(id, nsIndex, pathJSON)
+}
+
+// awaitQuick gives a call's work a few microseconds to finish before the
+// program continues. Most tools answer at once, and an answer caught here
+// goes back with the call itself: no second crossing into the engine and
+// no wakeup of the run loop. A path that once failed to answer in time
+// is not waited for again in this run, so slow tools cost nothing here
+// after their first call.
+func (r *run) awaitQuick(id, nsIndex int, pathJSON string) string {
+	key := strconv.Itoa(nsIndex) + pathJSON
+	if r.slow[key] {
+		return ""
+	}
+	until := time.Now().Add(spinFor)
+	for {
+		select {
+		case c := <-r.completions:
+			if c.id != id {
+				r.early = append(r.early, c) // the loop delivers it
+				continue
+			}
+			cid, payload, ok := r.outcome(c)
+			if !ok {
+				return ""
+			}
+			if cid < 0 {
+				return "e" + payload
+			}
+			return "o" + payload
+		default:
+		}
+		if !time.Now().Before(until) {
+			if r.slow == nil {
+				r.slow = map[string]bool{}
+			}
+			r.slow[key] = true
+			return ""
+		}
+		runtime.Gosched()
+	}
 }
 
 // dataKind is the kind of a call refused for its data.
