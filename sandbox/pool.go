@@ -20,6 +20,10 @@ type booted struct {
 	ctl controls
 }
 
+// gcHeadroom is how much a run may allocate before the engine's first
+// garbage collection.
+const gcHeadroom = 4 << 20
+
 // poolDepth is how many prepared instances a pool keeps ready.
 const poolDepth = 2
 
@@ -164,6 +168,13 @@ func (s *Sandbox) boot(memory uint64, spec string) (b *booted, err error) {
 		}
 	}
 	if _, err = b.callString(b.ctl.install, spec); err != nil {
+		return nil, err
+	}
+	// Booting leaves the engine's heap just under its first collection
+	// threshold, so the run's first allocations would start a full
+	// collection of the prelude's objects (a millisecond, on the run's
+	// path). Collect now, off that path, and give the run headroom.
+	if err = in.CollectGarbage(gcHeadroom); err != nil {
 		return nil, err
 	}
 	return b, nil

@@ -49,37 +49,23 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (Result, error) {
 		completions: make(chan completion, 16),
 		stop:        make(chan struct{}),
 		expired:     make(chan struct{}),
-		finished:    make(chan struct{}),
 		rejected:    map[uint32]rejection{},
 	}
 	// r.ctx carries the deadline and the caller's cancellation to call
-	// work. The engine instance enforces the deadline itself (see
-	// quickjs.Instance.SetDeadline), so it holds even if this goroutine is
-	// slow to wake.
+	// work and to the run loop's waits. Guest code needs no watcher: the
+	// instance checks its own deadline at every fuel tick (see
+	// quickjs.Instance.SetDeadline), and a cancellation of the caller's
+	// context kills it through the AfterFunc below. So the run executes on
+	// the caller's goroutine, with no goroutine to start or wake.
 	if req.Timeout > 0 {
 		r.deadline = time.Now().Add(req.Timeout)
 		r.ctx, r.cancel = context.WithDeadline(ctx, r.deadline)
 	} else {
 		r.ctx, r.cancel = context.WithCancel(ctx)
 	}
-
-	go r.work()
-
-	var watch <-chan time.Time
-	if req.Timeout > 0 {
-		t := time.NewTimer(req.Timeout)
-		defer t.Stop()
-		watch = t.C
-	}
-	select {
-	case <-r.finished:
-	case <-watch:
-		r.expire(Timeout)
-		<-r.finished
-	case <-ctx.Done():
-		r.expire(Abort)
-		<-r.finished
-	}
+	stop := context.AfterFunc(ctx, func() { r.expire(Abort) })
+	r.work()
+	stop()
 	return r.result(), nil
 }
 
@@ -115,7 +101,6 @@ type run struct {
 	completions chan completion
 	stop        chan struct{} // closed when the run ends: late completions are dropped
 	expired     chan struct{} // closed by expire
-	finished    chan struct{} // closed when work returns
 
 	rejected map[uint32]rejection // unhandled rejections by promise identity
 	settled  bool
@@ -198,13 +183,12 @@ func (r *run) work() {
 	}
 	close(r.stop)
 	r.cancel()
-	close(r.finished)
 	// Releasing the instance (unmapping its memory) is not on the caller's
-	// path: Run has its result. Sandbox.Close still waits for it, through
-	// the engine's count of live instances.
-	if r.in != nil {
+	// path. Sandbox.Close still waits for it, through the engine's count of
+	// live instances.
+	if in := r.in; in != nil {
 		r.freeRejections()
-		r.in.Close()
+		go in.Close()
 	}
 }
 

@@ -138,7 +138,7 @@ type Isolation struct {
 func (s *Sandbox) Isolation() Isolation {
 	return Isolation{Mechanism: "wasm", Description: "each run gets a fresh WebAssembly instance (wazero; " +
 		"no filesystem, network or clock beyond its own) with its own linear memory, memory limit and page cap; " +
-		"instrumented loops return to the host every 65,536 iterations, where deadlines and cancellation stop it"}
+		"instrumented loops return to the host every 16,384 iterations, where deadlines and cancellation stop it"}
 }
 
 // Request is one run.

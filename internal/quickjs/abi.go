@@ -58,6 +58,7 @@ type exports struct {
 	getAllocatedSize    api.Function // qjs_get_allocated_size() -> size_t
 	getUndefined        api.Function // qjs_get_undefined() -> JSValue*
 	runGC               api.Function // qjs_run_gc()
+	setGCThreshold      api.Function // qjs_set_gc_threshold(bytes)
 }
 
 var exportTable = []struct {
@@ -99,6 +100,7 @@ var exportTable = []struct {
 	{"qjs_get_allocated_size", func(e *exports) *api.Function { return &e.getAllocatedSize }},
 	{"qjs_get_undefined", func(e *exports) *api.Function { return &e.getUndefined }},
 	{"qjs_run_gc", func(e *exports) *api.Function { return &e.runGC }},
+	{"qjs_set_gc_threshold", func(e *exports) *api.Function { return &e.setGCThreshold }},
 }
 
 // importTable lists every import the host provides, by module and name.

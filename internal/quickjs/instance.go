@@ -577,6 +577,16 @@ func (in *Instance) Identity(v Value) uint32 {
 	return in.mustCall(in.x.getValuePtr, uint64(v))
 }
 
+// CollectGarbage runs a full collection and sets the next one to start
+// after headroom more bytes are allocated.
+func (in *Instance) CollectGarbage(headroom uint64) error {
+	if _, err := in.call(in.x.runGC); err != nil {
+		return err
+	}
+	_, err := in.call(in.x.setGCThreshold, in.AllocatedSize()+headroom)
+	return err
+}
+
 // AllocatedSize returns the bytes counted against the memory limit.
 func (in *Instance) AllocatedSize() uint64 {
 	r, _ := in.call(in.x.getAllocatedSize)

@@ -31,7 +31,7 @@ import (
 // only appends a global and inserts instructions.
 
 // fuelPerTick is how many loop iterations run between calls into Go.
-const fuelPerTick = 1 << 16
+const fuelPerTick = 1 << 14
 
 // tickImport is the import the injected code calls, with tickHi/tickLo
 // as its arguments. The engine's own calls pass a time in seconds; the
