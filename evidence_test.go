@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -249,7 +250,7 @@ func TestSoak(t *testing.T) {
 	for runtime.NumGoroutine() > baseG+2 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	runtime.GC()
+	debug.FreeOSMemory() // return freed heap to the OS before reading RSS
 	endRSS, _ := rssBytes()
 	t.Logf("%d runs at concurrency %d in %v: %.0f runs/s (%d good runs timed out under load); RSS %d MiB before, %d MiB peak, %d MiB after; goroutines %d before, %d after",
 		runs, conc, elapsed.Round(time.Millisecond), float64(runs)/elapsed.Seconds(), starved.Load(), baseRSS>>20, peak>>20, endRSS>>20, baseG, runtime.NumGoroutine())

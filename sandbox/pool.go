@@ -22,7 +22,7 @@ type booted struct {
 
 // gcHeadroom is how much a run may allocate before the engine's first
 // garbage collection.
-const gcHeadroom = 4 << 20
+const gcHeadroom = 1 << 20
 
 // poolDepth is how many prepared instances a pool keeps ready.
 const poolDepth = 2
@@ -37,11 +37,12 @@ type poolKey struct {
 }
 
 type pool struct {
-	key   poolKey
-	ready chan *booted
-	quit  chan struct{}
-	done  chan struct{}
-	used  uint64 // LRU clock value, under Sandbox.poolMu
+	key     poolKey
+	ready   chan *booted
+	quit    chan struct{}
+	done    chan struct{}
+	used    uint64 // LRU clock value, under Sandbox.poolMu
+	filling bool   // the filler runs; under Sandbox.poolMu
 }
 
 // acquire returns a prepared instance for the configuration, or boots one
@@ -68,6 +69,13 @@ func (s *Sandbox) pool(k poolKey) *pool {
 	s.poolClock++
 	if p := s.pools[k]; p != nil {
 		p.used = s.poolClock
+		// The filler starts with the second run of a configuration: a
+		// process that runs one program (the CLI) should not boot spare
+		// instances next to it.
+		if !p.filling {
+			p.filling = true
+			go p.fill(s)
+		}
 		return p
 	}
 	if len(s.pools) >= maxPools {
@@ -85,7 +93,6 @@ func (s *Sandbox) pool(k poolKey) *pool {
 		s.pools = map[poolKey]*pool{}
 	}
 	s.pools[k] = p
-	go p.fill(s)
 	return p
 }
 
@@ -106,10 +113,13 @@ func (p *pool) fill(s *Sandbox) {
 	}
 }
 
-// stop ends the filler and releases the ready instances.
+// stop ends the filler and releases the ready instances. Callers hold
+// Sandbox.poolMu or own p exclusively.
 func (p *pool) stop() {
 	close(p.quit)
-	<-p.done
+	if p.filling {
+		<-p.done
+	}
 	for {
 		select {
 		case b := <-p.ready:

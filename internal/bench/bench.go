@@ -76,6 +76,26 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		reps = 20
 	}
 
+	// The process-level numbers come first, while this process is small:
+	// a child's peak RSS includes the parent's at the moment it was
+	// forked, before it executed the binary.
+	if opts.Executable != "" {
+		// Warm the compilation cache first, so neither number includes
+		// compiling the engine.
+		if _, _, err := runExe(ctx, opts.Executable, opts.CacheDir, "return 1"); err != nil {
+			return nil, err
+		}
+		rss, err := pipelineRSS(ctx, opts.Executable, opts.CacheDir)
+		if err != nil {
+			return nil, err
+		}
+		rep.add(Row{Metric: "peak RSS of a process running the 10k-object pipeline (cache warm)", Codemode: fmt.Sprintf("%.0f MiB", float64(rss)/(1<<20)), Target: "≤ 64 MiB"})
+		cold, err := coldStart(ctx, opts.Executable, opts.CacheDir)
+		if err != nil {
+			return nil, err
+		}
+		rep.add(Row{Metric: "`codemode run` of return 1, cold process, cache warm (p50)", Codemode: dur(cold), Target: "≤ 100 ms"})
+	}
 	// Run overhead.
 	rt, err := codemode.New(codemode.Options{})
 	if err != nil {
@@ -168,19 +188,6 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		rep.add(Row{Metric: "compute: geometric mean of the ratios", Ratio: fmt.Sprintf("%.1f×", geomean(ratios)), Target: "≤ 30×"})
 	}
 
-	// The process-level numbers need the binary.
-	if opts.Executable != "" {
-		rss, err := pipelineRSS(ctx, opts.Executable, opts.CacheDir)
-		if err != nil {
-			return nil, err
-		}
-		rep.add(Row{Metric: "peak RSS of a process running the 10k-object pipeline", Codemode: fmt.Sprintf("%.0f MiB", float64(rss)/(1<<20)), Target: "≤ 64 MiB"})
-		cold, err := coldStart(ctx, opts.Executable, opts.CacheDir)
-		if err != nil {
-			return nil, err
-		}
-		rep.add(Row{Metric: "`codemode run` of return 1, cold process, cache warm (p50)", Codemode: dur(cold), Target: "≤ 100 ms"})
-	}
 	return rep, nil
 }
 
