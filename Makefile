@@ -17,7 +17,7 @@ FIGMA_SPEC := testdata/large/figma-openapi.yaml
 FIGMA := @figma/rest-api-spec@0.43.0
 FIGMA_SHA512 := sha512-sbFm28WM8MsawyLSYO9Ddne+8xytWU5D7oCOOWyzRvLpd9InFHihC37dQBVJVzAVyT7HpwYtU4wlm+ALogC38g==
 
-.PHONY: all wasm specs demo test check vet staticcheck fmt-check gotest bench clean
+.PHONY: all wasm specs demo test check vet staticcheck fmt-check tidy-check gotest bench benchcmd fuzz soak clean
 
 all: wasm
 
@@ -42,11 +42,14 @@ specs: $(GITHUB_SPEC) $(FIGMA_SPEC)
 demo: wasm
 	go run ./cmd/codemode demo
 
-test: wasm specs fmt-check vet staticcheck gotest
+test: wasm specs fmt-check tidy-check vet staticcheck gotest
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+tidy-check:
+	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy" >&2; exit 1; }
 
 vet: wasm
 	go vet ./...
@@ -59,6 +62,24 @@ gotest: wasm
 
 bench: wasm
 	go test -run '^$$' -bench . -benchmem ./...
+
+# The benchmark table, against node when it is installed.
+benchcmd: wasm
+	go run ./cmd/codemode bench
+
+# Each fuzz target for FUZZTIME (default 30s).
+FUZZTIME ?= 30s
+fuzz: wasm specs
+	go test -run '^$$' -fuzz '^FuzzExecute$$' -fuzztime $(FUZZTIME) .
+	go test -run '^$$' -fuzz '^FuzzDataBoundary$$' -fuzztime $(FUZZTIME) .
+	go test -run '^$$' -fuzz '^FuzzCheckData$$' -fuzztime $(FUZZTIME) ./sandbox
+	go test -run '^$$' -fuzz '^FuzzType$$' -fuzztime $(FUZZTIME) ./internal/tsgen
+	go test -run '^$$' -fuzz '^FuzzFromSpec$$' -fuzztime $(FUZZTIME) ./openapi
+
+# The full soak (10,000 mixed runs at concurrency 200), deadline accuracy
+# and the footprint of 1,000 waiting runs.
+soak: wasm
+	go test -run 'TestSoak$$|TestDeadlineAccuracy$$|TestFootprint$$' -soak 10000 -deadline-samples 30 -footprint 1000 -v -timeout 30m .
 
 clean:
 	rm -f $(WASM) $(GITHUB_SPEC) $(FIGMA_SPEC)
