@@ -134,23 +134,13 @@ func (s *scanner) object(depth int) bool {
 		s.i++
 		s.space()
 		if !s.value(depth) {
-			if s.problem != "" && s.problem != "not valid JSON" && s.problem != "truncated JSON" {
+			if s.ruleBroken() {
 				s.path = append(s.path, keyPath(decodeKey(raw, escaped)))
 			}
 			return false
 		}
-		s.space()
-		if s.i >= len(s.b) {
-			return s.truncatedOr()
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return true
-		default:
-			return false
+		if more, ok := s.afterElement('}'); !more {
+			return ok
 		}
 	}
 }
@@ -168,25 +158,39 @@ func (s *scanner) array(depth int) bool {
 	for n := 0; ; n++ {
 		s.space()
 		if !s.value(depth) {
-			if s.problem != "" && s.problem != "not valid JSON" && s.problem != "truncated JSON" {
+			if s.ruleBroken() {
 				s.path = append(s.path, "["+strconv.Itoa(n)+"]")
 			}
 			return false
 		}
-		s.space()
-		if s.i >= len(s.b) {
-			return s.truncatedOr()
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return true
-		default:
-			return false
+		if more, ok := s.afterElement(']'); !more {
+			return ok
 		}
 	}
+}
+
+// afterElement consumes what follows an element: a comma (more) or the
+// closing bracket (done, ok).
+func (s *scanner) afterElement(closing byte) (more, ok bool) {
+	s.space()
+	if s.i >= len(s.b) {
+		return false, s.truncatedOr()
+	}
+	switch s.b[s.i] {
+	case ',':
+		s.i++
+		return true, true
+	case closing:
+		s.i++
+		return false, true
+	}
+	return false, false
+}
+
+// ruleBroken reports a data-rule problem (as opposed to bad JSON), whose
+// error names where it is.
+func (s *scanner) ruleBroken() bool {
+	return s.problem != "" && s.problem != "not valid JSON" && s.problem != "truncated JSON"
 }
 
 func (s *scanner) truncatedOr() bool {

@@ -55,32 +55,9 @@ func (n *tnode) is(k *tnode) bool { return n.kind == kKeyword && n.text == k.tex
 // member is unknown (a union with unknown is unknown in TypeScript too),
 // and removes duplicates by their printed form.
 func union(ms ...*tnode) *tnode {
-	var out []*tnode
-	seen := map[string]bool{}
-	var add func(m *tnode) bool
-	add = func(m *tnode) bool {
-		switch {
-		case m.kind == kUnion:
-			for _, e := range m.elems {
-				if !add(e) {
-					return false
-				}
-			}
-		case m.is(tUnknown):
-			return false
-		case m.is(tNever):
-		default:
-			if k := m.key(); !seen[k] {
-				seen[k] = true
-				out = append(out, m)
-			}
-		}
-		return true
-	}
-	for _, m := range ms {
-		if !add(m) {
-			return tUnknown
-		}
+	out, absorbed := flatten(kUnion, tNever, tUnknown, ms)
+	if absorbed {
+		return tUnknown
 	}
 	switch len(out) {
 	case 0:
@@ -95,32 +72,9 @@ func union(ms ...*tnode) *tnode {
 // empty object ({}) vanishes next to another object type, where it adds
 // nothing but noise.
 func inter(ms ...*tnode) *tnode {
-	var out []*tnode
-	seen := map[string]bool{}
-	var add func(m *tnode) bool
-	add = func(m *tnode) bool {
-		switch {
-		case m.kind == kInter:
-			for _, e := range m.elems {
-				if !add(e) {
-					return false
-				}
-			}
-		case m.is(tNever):
-			return false
-		case m.is(tUnknown):
-		default:
-			if k := m.key(); !seen[k] {
-				seen[k] = true
-				out = append(out, m)
-			}
-		}
-		return true
-	}
-	for _, m := range ms {
-		if !add(m) {
-			return tNever
-		}
+	out, absorbed := flatten(kInter, tUnknown, tNever, ms)
+	if absorbed {
+		return tNever
 	}
 	if len(out) > 1 {
 		kept := out[:0:0]
@@ -138,6 +92,40 @@ func inter(ms ...*tnode) *tnode {
 		return out[0]
 	}
 	return &tnode{kind: kInter, elems: out}
+}
+
+// flatten collects the members of a union or intersection: nested nodes
+// of the same kind are spliced in, the identity member is dropped,
+// duplicates (by printed form) are dropped, and absorbed reports a member
+// equal to the absorbing one.
+func flatten(k kind, identity, absorbing *tnode, ms []*tnode) (out []*tnode, absorbed bool) {
+	seen := map[string]bool{}
+	var add func(m *tnode) bool
+	add = func(m *tnode) bool {
+		switch {
+		case m.kind == k:
+			for _, e := range m.elems {
+				if !add(e) {
+					return false
+				}
+			}
+		case m.is(absorbing):
+			return false
+		case m.is(identity):
+		default:
+			if key := m.key(); !seen[key] {
+				seen[key] = true
+				out = append(out, m)
+			}
+		}
+		return true
+	}
+	for _, m := range ms {
+		if !add(m) {
+			return nil, true
+		}
+	}
+	return out, false
 }
 
 func isEmptyObject(n *tnode) bool {
