@@ -271,3 +271,30 @@ func TestRaceCancelsLosers(t *testing.T) {
 		t.Error("the losing call's context was not cancelled")
 	}
 }
+
+// TestToolsTreeShape covers tool names that collide with what functions
+// and objects carry themselves, and the tree's identity and prototypes.
+func TestToolsTreeShape(t *testing.T) {
+	named := func(s string) Tool {
+		return Tool{Run: func(context.Context, json.RawMessage) (any, error) { return s, nil }}
+	}
+	rt := mustNew(t, Options{Tools: Tools{"ns": Tools{
+		"name": named("name"), "length": named("length"), "call": named("call"),
+		"__proto__": named("__proto__"), "constructor": named("constructor"),
+	}}})
+	res := run(t, rt, `
+		const ns = tools.ns
+		const out = []
+		for (const k of Object.keys(ns)) out.push(k, typeof ns[k], await ns[k]({}), ns[k] === ns[k])
+		out.push(Object.getPrototypeOf(ns) === Function.prototype, Object.getPrototypeOf(tools) === Object.prototype)
+		out.push("name" in ns, "missing" in ns, typeof ns.missing.deeper, ns.then === undefined)
+		try { await ns.missing.deeper({}) } catch (e) { out.push(e.kind, e.tool) }
+		try { ns.name = 1 } catch (e) { out.push(e instanceof TypeError) }
+		return out`)
+	want := `["__proto__","function","__proto__",true,"call","function","call",true,` +
+		`"constructor","function","constructor",true,"length","function","length",true,"name","function","name",true,` +
+		`true,true,true,false,"function",true,"UnknownTool","ns.missing.deeper",true]`
+	if !res.OK || string(res.Value) != want {
+		t.Errorf("got %s\nwant value %s", resultJSON(res), want)
+	}
+}

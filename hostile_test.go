@@ -162,6 +162,42 @@ func TestPoisonedIntrinsicsInRun(t *testing.T) {
 	}
 }
 
+// TestPoisonedPrototypesInRun poisons what property descriptors, promise
+// statics and uncurried methods could inherit or reach, then uses the
+// tools tree: first reads of paths, successful and failing calls,
+// enumeration.
+func TestPoisonedPrototypesInRun(t *testing.T) {
+	echo := Tool{Run: func(_ context.Context, in json.RawMessage) (any, error) { return in, nil }}
+	fail := Tool{Run: func(context.Context, json.RawMessage) (any, error) { return nil, ToolErrorf("refused") }}
+	rt, err := New(Options{Tools: Tools{"ns": Tools{"echo": echo, "fail": fail}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	res, err := rt.Execute(context.Background(), `
+		Object.defineProperty(Object.prototype, "get", { value: () => 1, configurable: true })
+		Object.defineProperty(Object.prototype, "set", { __proto__: null, value: () => {}, configurable: true })
+		Object.prototype.value = "poisoned"
+		Object.prototype.enumerable = false
+		Promise.resolve = () => { throw new Error("resolve hijacked") }
+		Promise.reject = () => { throw new Error("reject hijacked") }
+		Map.prototype.get = Map.prototype.set = () => { throw new Error("map hijacked") }
+		WeakMap.prototype.set = () => { throw new Error("weakmap hijacked") }
+		Function.prototype.call = Function.prototype.apply = Function.prototype.bind = () => { throw new Error("call hijacked") }
+		const r = await tools.ns.echo({ a: 1 })
+		let failed
+		try { await tools.ns.fail({}) } catch (e) { failed = [e.kind, e.tool, e.message] }
+		return { r, failed, keys: Object.keys(tools.ns), same: tools.ns.echo === tools.ns.echo }`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"r":{"a":1},"failed":["ToolFailure","ns.fail","refused"],"keys":["echo","fail"],"same":true}`
+	if !res.OK || string(res.Value) != want {
+		b, _ := json.Marshal(res)
+		t.Errorf("got %s\nwant value %s", b, want)
+	}
+}
+
 func TestGlobalsSurface(t *testing.T) {
 	res, err := Execute(context.Background(), Options{}, `
 		return Object.getOwnPropertyNames(globalThis).filter((n) => [

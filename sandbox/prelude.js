@@ -6,14 +6,19 @@
 (function (host) {
   "use strict";
   // Host operations (the first argument of host); run.go's host matches.
-  const OP_CALL = 1, OP_LOG = 2, OP_TIMER = 3, OP_CLEAR_TIMER = 4, OP_CANCEL = 5, OP_CHILDREN = 6, OP_URL = 7;
+  const OP_CALL = 1, OP_LOG = 2, OP_TIMER = 3, OP_CLEAR_TIMER = 4, OP_CANCEL = 5, OP_CHILDREN = 6, OP_URL = 7, OP_PATH = 8, OP_FAILURE = 9;
   const G = globalThis;
   const O = Object;
   const { defineProperty, getPrototypeOf, setPrototypeOf, freeze, create, keys: objectKeys, getOwnPropertyDescriptor } = O;
   const hasOwn = O.hasOwn;
   const R = Reflect;
   const apply = R.apply;
-  const uncurry = (f) => (self, ...args) => apply(f, self, args);
+  // uncurry(f)(self, ...args) calls f with this = self. A bound `call`
+  // costs a fifth of an arrow that spreads into Reflect.apply, and later
+  // changes to Function.prototype cannot reach it.
+  const functionCall = Function.prototype.call;
+  const functionBind = Function.prototype.bind;
+  const uncurry = (f) => apply(functionBind, functionCall, [f]);
   const ArrayIsArray = Array.isArray;
   const arrayPush = uncurry(Array.prototype.push);
   const arrayJoin = uncurry(Array.prototype.join);
@@ -50,8 +55,8 @@
   const RangeErrorCtor = RangeError;
   const PromiseCtor = Promise;
   const promiseThen = uncurry(Promise.prototype.then);
-  const promiseResolve = (v) => apply(PromiseCtor.resolve, PromiseCtor, [v]);
-  const promiseReject = (e) => apply(PromiseCtor.reject, PromiseCtor, [e]);
+  const promiseResolve = apply(functionBind, Promise.resolve, [PromiseCtor]);
+  const promiseReject = apply(functionBind, Promise.reject, [PromiseCtor]);
   const originalRace = Promise.race;
   const MapCtor = Map;
   const mapGet = uncurry(Map.prototype.get);
@@ -343,7 +348,7 @@
         return G[name];
       },
       set(v) {
-        defineProperty(G, name, { value: v, writable: true, enumerable: false, configurable: true });
+        defineProperty(G, name, { __proto__: null, value: v, writable: true, enumerable: false, configurable: true });
       },
       enumerable: false,
       configurable: true,
@@ -391,8 +396,8 @@
     const C = ns.errorClass;
     const e = C ? new C(message) : new ErrorCtor(message);
     if (C) {
-      defineProperty(e, "kind", { value: kind, writable: true, enumerable: true, configurable: true });
-      defineProperty(e, ns.member, { value: name, writable: true, enumerable: true, configurable: true });
+      defineProperty(e, "kind", { __proto__: null, value: kind, writable: true, enumerable: true, configurable: true });
+      defineProperty(e, ns.member, { __proto__: null, value: name, writable: true, enumerable: true, configurable: true });
     }
     return e;
   };
@@ -400,7 +405,7 @@
   // startCall serializes the input and hands the call to the host. Depth
   // and reserved keys are checked by the host on the JSON text; here only
   // what JSON cannot carry is refused.
-  function startCall(nsIndex, pathJSON, name, input) {
+  function startCall(nsIndex, pathId, name, input) {
     const ns = namespaces[nsIndex];
     let json = "{}";
     if (input !== undefined) {
@@ -411,20 +416,23 @@
       }
     }
     const id = ++callSeq;
-    let resolve, reject;
-    const p = new PromiseCtor((res, rej) => { resolve = res; reject = rej; });
-    weakSet(callIds, p, id);
     // The host answers undefined (under way; settle delivers it later), or
-    // the outcome already: "o" + result, "e" or "r" + {kind, message}.
-    const done = host(OP_CALL, id, nsIndex, pathJSON, json);
+    // the outcome already: the result's JSON text, or 0 for a failure,
+    // whose {kind, message} host(OP_FAILURE) then gives.
+    // Only promises that may reject are remembered by id: Promise.race
+    // cancels pending ones, and an unawaited rejection is traced to its call.
+    const done = host(OP_CALL, id, pathId, json);
+    if (typeof done === "string") return promiseResolve(JSONParse(done));
+    let p;
     if (done === undefined) {
+      let resolve, reject;
+      p = new PromiseCtor((res, rej) => { resolve = res; reject = rej; });
       mapSet(pending, id, { resolve, reject, ns, name });
-    } else if (done[0] === "o") {
-      resolve(JSONParse(stringSlice(done, 1)));
     } else {
-      const r = JSONParse(stringSlice(done, 1));
-      reject(makeError(ns, name, r.kind, r.message));
+      const r = JSONParse(host(OP_FAILURE));
+      p = promiseReject(makeError(ns, name, r.kind, r.message));
     }
+    weakSet(callIds, p, id);
     return p;
   }
 
@@ -470,19 +478,27 @@
   defineProperty(PromiseCtor, "race", { value: race, writable: true, enumerable: false, configurable: true });
 
   // makeNamespace builds the proxy tree lazily: a node's proxy is made on
-  // first access and cached on its parent. Every path below the root is
-  // callable. The member tree stays on the host: enumerating a node asks
-  // for its children once (the tree is fixed for the run), so installing
-  // a namespace costs the same for three tools or three thousand.
+  // first access. Every path below the root is callable. The member tree
+  // stays on the host: enumerating a node asks for its children once (the
+  // tree is fixed for the run), so installing a namespace costs the same
+  // for three tools or three thousand.
+  //
+  // A node is a proxy without a get trap over a target that keeps, as own
+  // properties, the children made so far: reading a path already read is
+  // an ordinary property read. The first read of a name falls through to
+  // the target's prototype, a proxy that makes the child and caches it.
+  // The target's own function properties (name, length) are removed so
+  // that tools may use those names too.
   function makeNamespace(nsIndex) {
     const make = (path) => {
-      const kids = new MapCtor();
       const pathJSON = JSONStringify(path);
       const name = arrayJoin(path, ".");
+      let pathId = 0; // the host's number for this path, asked on first use
+      const pid = () => pathId || (pathId = host(OP_PATH, nsIndex, pathJSON));
       let names; // child names, fetched on first enumeration
       const listing = () => {
         if (names === undefined) {
-          names = JSONParse(host(OP_CHILDREN, nsIndex, pathJSON));
+          names = JSONParse(host(OP_CHILDREN, pid()));
           freeze(names);
         }
         return names;
@@ -492,24 +508,37 @@
         for (let i = 0; i < ns.length; i++) if (ns[i] === k) return true;
         return false;
       };
+      const callable = path.length > 0;
+      const target = callable ? () => {} : {};
+      const proto = getPrototypeOf(target);
+      if (callable) {
+        R.deleteProperty(target, "length");
+        R.deleteProperty(target, "name");
+      }
       const child = (k) => {
-        let p = mapGet(kids, k);
-        if (p === undefined) {
-          p = make([...path, k]);
-          mapSet(kids, k, p);
-        }
+        const cached = getOwnPropertyDescriptor(target, k);
+        if (cached !== undefined) return cached.value;
+        const p = make([...path, k]);
+        defineProperty(target, k, { __proto__: null, value: p, writable: false, enumerable: false, configurable: true });
         return p;
       };
-      const handler = {
+      // Handlers have no prototype: a trap the program adds to
+      // Object.prototype must not become theirs.
+      setPrototypeOf(target, new ProxyCtor(create(null), {
+        __proto__: null,
         get(t, k) {
           if (typeof k === "symbol" || k === "then" || k === "toJSON") return undefined;
           return child(k);
         },
+      }));
+      const handler = {
+        __proto__: null,
+        getPrototypeOf() { return proto; },
         has(t, k) { return typeof k === "string" && isChild(k); },
         ownKeys() { return arraySlice(listing()); },
         getOwnPropertyDescriptor(t, k) {
           if (typeof k !== "string" || !isChild(k)) return undefined;
-          return { value: child(k), writable: false, enumerable: true, configurable: true };
+          return { __proto__: null, value: child(k), writable: false, enumerable: true, configurable: true };
         },
         set() { return false; },
         defineProperty() { return false; },
@@ -517,10 +546,10 @@
         setPrototypeOf() { return false; },
         preventExtensions() { return false; },
       };
-      if (path.length > 0) {
-        handler.apply = (t, self, args) => startCall(nsIndex, pathJSON, name, args[0]);
+      if (callable) {
+        handler.apply = (t, self, args) => startCall(nsIndex, pid(), name, args[0]);
       }
-      return new ProxyCtor(path.length === 0 ? {} : () => {}, handler);
+      return new ProxyCtor(target, handler);
     };
     return make([]);
   }
