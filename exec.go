@@ -94,14 +94,19 @@ func (rt *Runtime) outputBudget() (int, bool) {
 
 // admit is called by the sandbox, in call order, for every tool call.
 func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
-	name := strings.Join(c.Path, ".")
 	var entry *toolEntry
+	name := SearchNamespace + ".search"
 	builtin := len(c.Path) == 2 && c.Path[0] == SearchNamespace && c.Path[1] == "search"
 	if !builtin {
-		entry = ex.rt.index[pathKey(c.Path)]
+		key := c.Key
+		if key == "" {
+			key = pathKey(c.Path)
+		}
+		entry = ex.rt.index[key]
 		if entry == nil {
 			return nil, &sandbox.CallError{Kind: string(UnknownTool), Message: fmt.Sprintf("%s is not a tool", jsPath(c.Path))}
 		}
+		name = entry.name
 	}
 	ex.mu.Lock()
 	limit := ex.rt.opts.MaxToolCalls

@@ -35,14 +35,15 @@ const pollsPerYield = 256
 const quickJob = 20 * time.Microsecond
 
 const (
-	spinFree   = iota // no worker in this place
-	spinIdle          // a worker waits here for a call
-	spinHanded        // a call was handed to the waiting worker
+	spinFree    = iota // no worker in this place
+	spinIdle           // a worker waits here for a call
+	spinHanding        // goWork is storing a call for the waiting worker
+	spinHanded         // the call is stored
 )
 
 type spinner struct {
 	state atomic.Uint32
-	job   atomic.Pointer[func()]
+	job   func()   // written by goWork before state becomes spinHanded
 	_     [48]byte // keep places on their own cache lines
 }
 
@@ -60,8 +61,9 @@ var spinLimit = sync.OnceValue(func() int {
 func goWork(job func()) {
 	for i := range spinLimit() {
 		s := &spinners[i]
-		if s.state.CompareAndSwap(spinIdle, spinHanded) {
-			s.job.Store(&job)
+		if s.state.CompareAndSwap(spinIdle, spinHanding) {
+			s.job = job
+			s.state.Store(spinHanded)
 			return
 		}
 	}
@@ -95,14 +97,14 @@ func awaitJob() func() {
 			// Poll a while between yields: a yield takes the
 			// scheduler's lock, and the job should start at once.
 			for range pollsPerYield {
-				if s.state.Load() == spinHanded {
-					for {
-						if j := s.job.Swap(nil); j != nil {
-							s.state.Store(spinFree)
-							return *j
-						}
-						runtime.Gosched() // goWork is storing it
-					}
+				switch s.state.Load() {
+				case spinHanded:
+					j := s.job
+					s.job = nil
+					s.state.Store(spinFree)
+					return j
+				case spinHanding:
+					runtime.Gosched() // goWork is storing it
 				}
 			}
 			if !time.Now().Before(until) && s.state.CompareAndSwap(spinIdle, spinFree) {

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -599,7 +600,8 @@ const (
 type callPath struct {
 	ns     int
 	path   []string
-	misses int // calls in a row not answered within spinFor
+	key    string // Call.Key
+	misses int    // calls in a row not answered within spinFor
 }
 
 func (r *run) host(in *quickjs.Instance, name string, args []quickjs.Value) (quickjs.Value, error) {
@@ -664,7 +666,7 @@ func (r *run) registerPath(nsIndex int, pathJSON string) int {
 	if json.Unmarshal([]byte(pathJSON), &path) != nil {
 		return 0
 	}
-	r.paths = append(r.paths, callPath{ns: nsIndex, path: path})
+	r.paths = append(r.paths, callPath{ns: nsIndex, path: path, key: strings.Join(path, "\x00")})
 	return len(r.paths)
 }
 
@@ -748,7 +750,7 @@ func (r *run) startCall(id, pathID int, input string) (result string, state int)
 	if err := CheckData([]byte(input), "the input"); err != nil {
 		return refuse(r.dataKind(p.ns), err.Error())
 	}
-	work, err := admit(r.req.Bindings[p.ns], Call{Path: p.path, Input: json.RawMessage(input)})
+	work, err := admit(r.req.Bindings[p.ns], Call{Path: p.path, Key: p.key, Input: json.RawMessage(input)})
 	if err != nil {
 		ce := &CallError{Kind: "Error", Message: "the call was refused"}
 		errors.As(err, &ce)

@@ -37,16 +37,25 @@ func hostCall(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = 0
 		return
 	}
-	args := make([]Value, argc)
-	for i := range args {
-		p, ok := mod.Memory().ReadUint32Le(argvPtr + uint32(i)*4)
+	if string(name) != in.hostName { // compared without copying
+		in.hostName = string(name)
+	}
+	if in.hostDepth == len(in.hostArgs) {
+		in.hostArgs = append(in.hostArgs, nil)
+	}
+	args := in.hostArgs[in.hostDepth][:0]
+	for i := range argc {
+		p, ok := mod.Memory().ReadUint32Le(argvPtr + i*4)
 		if !ok {
 			stack[0] = 0
 			return
 		}
-		args[i] = Value(p)
+		args = append(args, Value(p))
 	}
-	v, err := in.host(in, string(name), args)
+	in.hostArgs[in.hostDepth] = args
+	in.hostDepth++
+	defer func() { in.hostDepth-- }()
+	v, err := in.host(in, in.hostName, args)
 	if err != nil {
 		stack[0] = uint64(in.throwString(err.Error()))
 		return

@@ -16,7 +16,8 @@ import (
 
 // HostFunc serves guest calls of functions made with
 // [Instance.NewHostFunction]. name is the function's registered name; args
-// are borrowed and must not be freed. The returned value is handed to the
+// are borrowed: they must not be freed, and the slice is reused once the
+// function returns. The returned value is handed to the
 // guest (ownership passes); an error is thrown in the guest as a string.
 // It runs on the goroutine that called into the guest and may call back
 // into the instance.
@@ -98,6 +99,13 @@ type Instance struct {
 	global  Value
 	scratch uint32 // see mem.go
 	counted bool   // holds a place in Engine.live
+
+	// Reused by hostCall: the last host function name seen, and argument
+	// buffers by nesting depth (a host function may run guest code that
+	// calls the host again).
+	hostName  string
+	hostArgs  [][]Value
+	hostDepth int
 }
 
 // NewInstance creates a fresh instance. ctx bounds instantiation and, with
