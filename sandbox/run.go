@@ -90,6 +90,7 @@ type run struct {
 	cancel context.CancelFunc
 
 	deadline time.Time
+	pool     *pool // to refill once the instance is released; may be nil
 	b        *booted
 	in       *quickjs.Instance
 	ctl      controls
@@ -190,12 +191,19 @@ func (r *run) work() {
 	// live instances.
 	if in := r.in; in != nil {
 		r.freeRejections()
-		go in.Close()
+		p, s := r.pool, r.s
+		go func() {
+			in.Close()
+			if p != nil {
+				p.released(s)
+			}
+		}()
 	}
 }
 
 func (r *run) execute() *Failure {
-	b, err := r.s.acquire(r.req.MemoryBytes, bindingSpec(r.req.Bindings))
+	b, p, err := r.s.acquire(r.req.MemoryBytes, bindingSpec(r.req.Bindings))
+	r.pool = p
 	if err != nil {
 		return &Failure{Kind: WorkerExit, Message: "the engine could not start: " + err.Error()}
 	}

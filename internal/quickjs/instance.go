@@ -556,16 +556,13 @@ func (in *Instance) PromiseResult(p Value) (Value, error) {
 // that ends in an uncatchable error stops the drain with that error.
 func (in *Instance) RunJobs() error {
 	for {
-		pending, err := in.call(in.x.isJobPending)
-		if err != nil {
-			return err
-		}
-		if pending == 0 {
-			return nil
-		}
+		// 1: a job ran; 0: none was pending; negative: it threw.
 		rc, err := in.call(in.x.executePendingJob)
 		if err != nil {
 			return err
+		}
+		if rc == 0 {
+			return nil
 		}
 		if int32(rc) < 0 {
 			if err := in.takeException(); err != nil {
