@@ -56,18 +56,20 @@ var spinLimit = sync.OnceValue(func() int {
 	return max(0, min(maxSpinners, runtime.GOMAXPROCS(0)-1))
 })
 
-// goWork runs job on another goroutine: a waiting worker if there is one,
-// else a new goroutine.
-func goWork(job func()) {
+// goWork runs job on another goroutine: a waiting worker if there is one
+// (it reports true: the job runs on another processor already), else a
+// new goroutine.
+func goWork(job func()) (handed bool) {
 	for i := range spinLimit() {
 		s := &spinners[i]
 		if s.state.CompareAndSwap(spinIdle, spinHanding) {
 			s.job = job
 			s.state.Store(spinHanded)
-			return
+			return true
 		}
 	}
 	go work(job)
+	return false
 }
 
 // work runs job, then waits for more only when job was quick: a slow

@@ -339,6 +339,11 @@ func (r *run) loop() *Failure {
 // engine and the wakeup of the run loop (most of a tool call's cost).
 const spinFor = 25 * time.Microsecond
 
+// pollTurns is how many times awaitQuick polls a handed call before it
+// yields: a fraction of a microsecond (measured: 0.3 µs per call less
+// than yielding at once).
+const pollTurns = 32
+
 // slowAfter is how many misses in a row stop awaitQuick from waiting on a
 // call path.
 const slowAfter = 3
@@ -767,14 +772,14 @@ func (r *run) startCall(id, pathID int, input string) (result string, state int)
 	ctx, cancel := context.WithCancel(r.ctx)
 	r.inflight[id] = cancel
 	nsIndex := p.ns
-	goWork(func() {
+	handed := goWork(func() {
 		out, err := runWork(ctx, work)
 		select {
 		case r.completions <- completion{id: id, ns: nsIndex, out: out, err: err}:
 		case <-r.stop:
 		}
 	})
-	return r.awaitQuick(id, p)
+	return r.awaitQuick(id, p, handed)
 }
 
 // awaitQuick gives a call's work a few microseconds to finish before the
@@ -785,9 +790,11 @@ func (r *run) startCall(id, pathID int, input string) (result string, state int)
 // tools cost nothing here after their first calls; one miss alone may be
 // a collection or a busy machine.
 //
-// The wait yields at every turn: the work may be queued on this very
-// processor.
-func (r *run) awaitQuick(id int, p *callPath) (string, int) {
+// A call handed to a waiting worker runs on another processor: the wait
+// polls a few turns before it yields (yielding takes the scheduler's
+// lock, which the worker contends for). Otherwise the work may be queued
+// on this very processor, and the wait yields at every turn.
+func (r *run) awaitQuick(id int, p *callPath, handed bool) (string, int) {
 	if p.misses >= slowAfter {
 		// Yield once all the same. The call's goroutine most likely
 		// waits on this processor, and so do the timers of calls
@@ -799,7 +806,7 @@ func (r *run) awaitQuick(id int, p *callPath) (string, int) {
 		return "", callStarted
 	}
 	until := time.Now().Add(spinFor)
-	for {
+	for turn := 0; ; turn++ {
 		select {
 		case c := <-r.completions:
 			if c.id != id {
@@ -822,7 +829,9 @@ func (r *run) awaitQuick(id int, p *callPath) (string, int) {
 			p.misses++
 			return "", callStarted
 		}
-		runtime.Gosched()
+		if !handed || turn >= pollTurns {
+			runtime.Gosched()
+		}
 	}
 }
 
