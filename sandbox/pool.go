@@ -196,7 +196,12 @@ func (s *Sandbox) boot(memory uint64, spec string) (b *booted, err error) {
 		return nil, err
 	}
 	defer in.Free(hostFn)
-	ctl, err := in.Call(fn, in.Global(), hostFn)
+	callFn, err := in.NewHostFunction("call")
+	if err != nil {
+		return nil, err
+	}
+	defer in.Free(callFn)
+	ctl, err := in.Call(fn, in.Global(), hostFn, callFn)
 	if err != nil {
 		return nil, err
 	}

@@ -3,10 +3,10 @@
 // `host(op, ...args)`. It captures the intrinsics it relies on (programs
 // may rewrite globals and prototypes), closes code generation, installs
 // console and timers, and returns the control object the Go side calls.
-(function (host) {
+(function (host, hostCall) {
   "use strict";
   // Host operations (the first argument of host); run.go's host matches.
-  const OP_CALL = 1, OP_LOG = 2, OP_TIMER = 3, OP_CLEAR_TIMER = 4, OP_CANCEL = 5, OP_CHILDREN = 6, OP_URL = 7, OP_PATH = 8, OP_FAILURE = 9;
+  const OP_LOG = 2, OP_TIMER = 3, OP_CLEAR_TIMER = 4, OP_CANCEL = 5, OP_CHILDREN = 6, OP_URL = 7, OP_PATH = 8, OP_FAILURE = 9;
   const G = globalThis;
   const O = Object;
   const { defineProperty, getPrototypeOf, setPrototypeOf, freeze, create, keys: objectKeys, getOwnPropertyDescriptor } = O;
@@ -389,7 +389,6 @@
 
   // ---- Binding namespaces and calls.
 
-  let callSeq = 0;
   const pending = new MapCtor(); // call id -> { resolve, reject, ns, name }
   const callIds = new WeakMapCtor(); // call promise -> call id
   const namespaces = []; // index -> { name, errorClass, dataKind, tree }
@@ -417,21 +416,23 @@
         return promiseReject(makeError(ns, name, ns.dataKind, boundaryMessage(e, "the input")));
       }
     }
-    const id = ++callSeq;
-    // The host answers undefined (under way; settle delivers it later), or
-    // the outcome already: the result's JSON text, or 0 for a failure,
-    // whose {kind, message} host(OP_FAILURE) then gives.
+    // hostCall(pathId, json) numbers the call and answers with the
+    // outcome already when it has one: the result's JSON text, or -id for
+    // a failure, whose {kind, message} host(OP_FAILURE) then gives. A
+    // positive id means the call is under way; settle delivers it later.
     // Only promises that may reject are remembered by id: Promise.race
     // cancels pending ones, and an unawaited rejection is traced to its call.
-    const done = host(OP_CALL, id, pathId, json);
+    const done = hostCall(pathId, json);
     if (typeof done === "string") return promiseResolve(JSONParse(done));
     const ns = namespaces[nsIndex];
-    let p;
-    if (done === undefined) {
+    let p, id;
+    if (done > 0) {
+      id = done;
       let resolve, reject;
       p = new PromiseCtor((res, rej) => { resolve = res; reject = rej; });
       mapSet(pending, id, { resolve, reject, ns, name });
     } else {
+      id = -done;
       const r = JSONParse(host(OP_FAILURE));
       p = promiseReject(makeError(ns, name, r.kind, r.message));
     }

@@ -100,6 +100,7 @@ type run struct {
 	early       []completion // received by awaitQuick for another call
 	paths       []callPath   // registered by the prelude (OP_PATH); a path's id is its index + 1
 	failure     string       // the {kind, message} of the last call decided at once as failed
+	callSeq     int          // the last call's id
 	timers      map[int]time.Time
 	completions chan completion
 	stop        chan struct{} // closed when the run ends: late completions are dropped
@@ -593,12 +594,11 @@ func (r *run) unawaitedFailure() *Failure {
 	return f
 }
 
-// host serves the prelude's host(op, ...) calls.
 // Host operations, the first argument of the prelude's host(...); the
-// prelude's OP_ constants match.
+// prelude's OP_ constants match. (Tool calls have a host function of
+// their own, hostCall.)
 const (
-	opCall = iota + 1
-	opLog
+	opLog = iota + 2
 	opTimer
 	opClearTimer
 	opCancel
@@ -617,7 +617,11 @@ type callPath struct {
 	misses int    // calls in a row not answered within spinFor
 }
 
+// host serves the prelude's host(op, ...) and hostCall(...) calls.
 func (r *run) host(in *quickjs.Instance, name string, args []quickjs.Value) (quickjs.Value, error) {
+	if name == "call" {
+		return r.hostCall(in, args)
+	}
 	if len(args) == 0 {
 		return in.Undefined()
 	}
@@ -657,16 +661,31 @@ func (r *run) host(in *quickjs.Instance, name string, args []quickjs.Value) (qui
 			c()
 			delete(r.inflight, num(1))
 		}
-	case opCall:
-		switch result, state := r.startCall(num(1), num(2), str(3)); state {
-		case callDone:
-			return in.NewString(result)
-		case callFailed:
-			r.failure = result
-			return in.NewNumber(0)
-		}
 	}
 	return in.Undefined()
+}
+
+// hostCall serves the prelude's hostCall(pathId, json): it numbers the
+// call and starts it, answering the result's JSON when the call finished
+// at once, -id when it failed at once (the failure waits for OP_FAILURE),
+// or id when it is under way.
+func (r *run) hostCall(in *quickjs.Instance, args []quickjs.Value) (quickjs.Value, error) {
+	r.callSeq++
+	id := r.callSeq
+	var pathID int
+	var input string
+	if len(args) == 2 {
+		pathID = int(in.Float64(args[0]))
+		input, _ = in.String(args[1])
+	}
+	switch result, state := r.startCall(id, pathID, input); state {
+	case callDone:
+		return in.NewString(result)
+	case callFailed:
+		r.failure = result
+		return in.NewNumber(float64(-id))
+	}
+	return in.NewNumber(float64(id))
 }
 
 // registerPath records a path of namespace nsIndex given as a JSON array
