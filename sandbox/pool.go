@@ -107,17 +107,29 @@ func (s *Sandbox) pool(k poolKey) *pool {
 }
 
 // refill boots instances until the pool is full or stopped. One refill
-// runs at a time; the others return at once.
+// runs at a time; the others return at once, and the one running checks
+// again after it lets go, so a run taken meanwhile is not left unfilled.
 func (p *pool) refill(s *Sandbox) {
-	if !p.refilling.CompareAndSwap(false, true) {
-		return
+	for len(p.ready) < cap(p.ready) {
+		if !p.refilling.CompareAndSwap(false, true) {
+			return
+		}
+		ok := p.fill(s)
+		p.refilling.Store(false)
+		if !ok {
+			return
+		}
 	}
-	defer p.refilling.Store(false)
+}
+
+// fill boots until the pool is full; false when stopped or booting fails
+// (runs then boot for themselves and report the error).
+func (p *pool) fill(s *Sandbox) bool {
 	for len(p.ready) < cap(p.ready) {
 		p.mu.Lock()
 		if p.stopped {
 			p.mu.Unlock()
-			return
+			return false
 		}
 		p.booting.Add(1)
 		p.mu.Unlock()
@@ -131,9 +143,10 @@ func (p *pool) refill(s *Sandbox) {
 		}
 		p.booting.Done()
 		if err != nil {
-			return // runs boot for themselves and report the error
+			return false
 		}
 	}
+	return true
 }
 
 // released is called once a run's instance is closed.
