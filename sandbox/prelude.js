@@ -1,12 +1,12 @@
 // The guest half of the sandbox. It is evaluated once in every fresh
-// instance, before any program, as a function of the single host function
-// `host(op, ...args)`. It captures the intrinsics it relies on (programs
+// instance, before any program, as a function of two host functions:
+// `host(op, ...args)` and `hostCall(pathId, json)` for tool calls. It captures the intrinsics it relies on (programs
 // may rewrite globals and prototypes), closes code generation, installs
 // console and timers, and returns the control object the Go side calls.
 (function (host, hostCall) {
   "use strict";
   // Host operations (the first argument of host); run.go's host matches.
-  const OP_LOG = 2, OP_TIMER = 3, OP_CLEAR_TIMER = 4, OP_CANCEL = 5, OP_CHILDREN = 6, OP_URL = 7, OP_PATH = 8, OP_FAILURE = 9;
+  const OP_LOG = 1, OP_TIMER = 2, OP_CLEAR_TIMER = 3, OP_CANCEL = 4, OP_CHILDREN = 5, OP_URL = 6, OP_PATH = 7, OP_FAILURE = 8;
   const G = globalThis;
   const O = Object;
   const { defineProperty, getPrototypeOf, setPrototypeOf, freeze, create, keys: objectKeys, getOwnPropertyDescriptor } = O;
@@ -603,7 +603,8 @@
         // Plain objects and arrays, nearly every input, are neither
         // promises nor errors; instanceof costs a few tenths of a
         // microsecond each.
-        const proto = getPrototypeOf(v);
+        let proto;
+        try { proto = getPrototypeOf(v); } catch {}
         if (proto === objectPrototype || proto === arrayPrototype) return v;
         if (isPromise(v)) throw new BoundaryError(atKey(key) + "is a Promise; await it first");
         if (isError(v)) return errorData(v);

@@ -598,7 +598,7 @@ func (r *run) unawaitedFailure() *Failure {
 // prelude's OP_ constants match. (Tool calls have a host function of
 // their own, hostCall.)
 const (
-	opLog = iota + 2
+	opLog = iota + 1
 	opTimer
 	opClearTimer
 	opCancel
