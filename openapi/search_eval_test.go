@@ -1,4 +1,4 @@
-package openapi_test
+package openapi
 
 import (
 	"encoding/json"
@@ -6,9 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/codemode-go/codemode"
-	"github.com/codemode-go/codemode/openapi"
 )
 
 // TestGitHubSearchRecall measures recall@5 of tools.$codemode.search on a
@@ -16,10 +13,7 @@ import (
 // written as a model would ask, not copied from the summaries) over
 // GitHub's 1,222 tools. It fails if recall drops below the measured level.
 func TestGitHubSearchRecall(t *testing.T) {
-	spec, err := os.ReadFile("../testdata/large/api.github.com.json")
-	if err != nil {
-		t.Skip("the GitHub description is not present (make specs fetches it)")
-	}
+	_, rt := githubRuntime(t)
 	var queries []struct {
 		Query string   `json:"query"`
 		Want  []string `json:"want"`
@@ -31,15 +25,6 @@ func TestGitHubSearchRecall(t *testing.T) {
 	if err := json.Unmarshal(b, &queries); err != nil {
 		t.Fatal(err)
 	}
-	api, err := openapi.FromSpec(spec, openapi.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := codemode.New(codemode.Options{Tools: codemode.Tools{api.Namespace: api.Tools}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
 	hits1, hits5 := 0, 0
 	var misses []string
 	for _, q := range queries {

@@ -1,12 +1,9 @@
-package openapi_test
+package openapi
 
 import (
-	"os"
 	"testing"
 
-	"github.com/codemode-go/codemode"
 	"github.com/codemode-go/codemode/internal/tsctest"
-	"github.com/codemode-go/codemode/openapi"
 )
 
 // TestGitHubSignaturesTypeCheck converts GitHub's REST API description and
@@ -14,19 +11,7 @@ import (
 // size of the instructions a model would get at the default budget.
 func TestGitHubSignaturesTypeCheck(t *testing.T) {
 	tsc := tsctest.Compiler(t)
-	spec, err := os.ReadFile("../testdata/large/api.github.com.json")
-	if err != nil {
-		t.Skip("the GitHub description is not present (make specs fetches it)")
-	}
-	api, err := openapi.FromSpec(spec, openapi.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := codemode.New(codemode.Options{Tools: codemode.Tools{api.Namespace: api.Tools}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
+	_, rt := githubRuntime(t)
 	var d tsctest.Declarations
 	for _, e := range rt.Catalog() {
 		if err := d.AddSignature(e.Segments, e.Signature); err != nil {

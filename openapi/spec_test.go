@@ -78,8 +78,11 @@ func mountable(t *testing.T, api *API) *codemode.Runtime {
 	return rt
 }
 
-func TestGitHubSpec(t *testing.T) {
-	data := largeSpec(t, "api.github.com.json")
+// convertLarge converts a spec fetched by `make specs` (or skips), logs
+// its numbers, checks its size and namespace, and mounts its tools.
+func convertLarge(t *testing.T, name, namespace string, minTools int) (*API, *codemode.Runtime) {
+	t.Helper()
+	data := largeSpec(t, name)
 	start := time.Now()
 	api, err := FromSpec(data, Options{})
 	took := time.Since(start)
@@ -87,13 +90,23 @@ func TestGitHubSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	report(t, api, took)
-	if n := countTools(api.Tools); n < 800 {
+	if n := countTools(api.Tools); n < minTools {
 		t.Fatalf("only %d tools", n)
 	}
-	if api.Namespace != "github" {
-		t.Errorf("namespace %q", api.Namespace)
+	if api.Namespace != namespace {
+		t.Errorf("namespace %q, want %q", api.Namespace, namespace)
 	}
-	mountable(t, api)
+	return api, mountable(t, api)
+}
+
+// githubRuntime is GitHub's REST API mounted in a runtime.
+func githubRuntime(t *testing.T) (*API, *codemode.Runtime) {
+	t.Helper()
+	return convertLarge(t, "api.github.com.json", "github", 800)
+}
+
+func TestGitHubSpec(t *testing.T) {
+	api, _ := githubRuntime(t)
 	// Spot checks: GitHub's operationIds nest, and a known operation's
 	// input and output look right.
 	get := lookup(t, api.Tools, "repos.getContent")
@@ -111,21 +124,7 @@ func TestGitHubSpec(t *testing.T) {
 }
 
 func TestFigmaSpec(t *testing.T) {
-	data := largeSpec(t, "figma-openapi.yaml")
-	start := time.Now()
-	api, err := FromSpec(data, Options{})
-	took := time.Since(start)
-	if err != nil {
-		t.Fatal(err)
-	}
-	report(t, api, took)
-	if n := countTools(api.Tools); n < 40 {
-		t.Fatalf("only %d tools", n)
-	}
-	if api.Namespace != "figma" {
-		t.Errorf("namespace %q", api.Namespace)
-	}
-	mountable(t, api)
+	convertLarge(t, "figma-openapi.yaml", "figma", 40)
 }
 
 // TestCircularSpec: recursive schemas convert, bounded.
