@@ -89,10 +89,10 @@ func (s *Sandbox) compileScripts(ctx context.Context) error {
 		return err
 	}
 	defer in.Close()
-	if s.prelude, err = in.Compile(prelude, "<prelude>", quickjs.EvalStrict); err != nil {
+	if s.prelude, err = in.Compile(prelude, "<prelude>", quickjs.EvalStrict, true); err != nil {
 		return fmt.Errorf("sandbox: prelude.js does not compile: %w", err)
 	}
-	if s.url, err = in.Compile(urlJS, "<url>", quickjs.EvalStrict); err != nil {
+	if s.url, err = in.Compile(urlJS, "<url>", quickjs.EvalStrict, true); err != nil {
 		return fmt.Errorf("sandbox: url.js does not compile: %w", err)
 	}
 	return nil

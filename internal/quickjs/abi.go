@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/api"
 )
 
 // This file declares the guest ABI in one place: every export the Go side
@@ -20,87 +19,88 @@ const wasmSHA256 = "c0bd8f296e18cf074969f6401b9ecb72609a1323818ec2b9bf7a8f8d740d
 // PackageVersion is the npm quickjs-wasi version the embedded engine comes from.
 const PackageVersion = "3.7.0"
 
-// exports holds the guest functions the host calls. Field order does not
-// matter; exportTable maps each to its name.
-type exports struct {
-	initialize          api.Function // _initialize(): WASI reactor constructor
-	version             api.Function // qjs_get_quickjs_version() -> char*
-	init                api.Function // qjs_init() -> int (0 on success)
-	setRejectionHandler api.Function // qjs_set_promise_rejection_handler(enable)
-	setMemoryLimit      api.Function // qjs_set_memory_limit(bytes)
-	setMaxStackSize     api.Function // qjs_set_max_stack_size(bytes)
-	eval                api.Function // qjs_eval(code, len, filename, flags) -> JSValue*
-	compile             api.Function // qjs_compile(code, len, filename, evalFlags, writeFlags, size_t* outLen) -> uint8_t*
-	evalBytecode        api.Function // qjs_eval_bytecode(buf, len) -> JSValue*
-	newString           api.Function // qjs_new_string(ptr, len) -> JSValue*
-	newNumber           api.Function // qjs_new_number(f64) -> JSValue*
-	getStringLen        api.Function // qjs_get_string_len(JSValue*, size_t* len) -> char*
-	freeCString         api.Function // qjs_free_cstring(char*)
-	getFloat64          api.Function // qjs_get_float64(JSValue*) -> f64
-	isException         api.Function // qjs_is_exception(JSValue*) -> int
-	isString            api.Function // qjs_is_string(JSValue*) -> int
-	isUncatchable       api.Function // qjs_is_uncatchable_error(JSValue*) -> int
-	freeValue           api.Function // qjs_free_value(JSValue*)
-	getGlobal           api.Function // qjs_get_global() -> JSValue*
-	getPropString       api.Function // qjs_get_prop_string(JSValue*, char*) -> JSValue*
-	setPropString       api.Function // qjs_set_prop_string(JSValue*, char*, JSValue*) -> int
-	call                api.Function // qjs_call(fn, this, argc, JSValue**) -> JSValue*
-	newHostFunction     api.Function // qjs_new_host_function(name, len, argc) -> JSValue*
-	promiseState        api.Function // qjs_promise_state(JSValue*) -> int
-	promiseResult       api.Function // qjs_promise_result(JSValue*) -> JSValue*
-	isJobPending        api.Function // qjs_is_job_pending() -> int
-	executePendingJob   api.Function // qjs_execute_pending_job() -> int (<0 exception)
-	getException        api.Function // qjs_get_exception() -> JSValue*
-	throw               api.Function // qjs_throw(JSValue*) -> JSValue* (JS_EXCEPTION)
-	getValuePtr         api.Function // qjs_get_value_ptr(JSValue*) -> void*
-	malloc              api.Function // wasm_malloc(size) -> void*
-	free                api.Function // wasm_free(void*)
-	getAllocatedSize    api.Function // qjs_get_allocated_size() -> size_t
-	getUndefined        api.Function // qjs_get_undefined() -> JSValue*
-	runGC               api.Function // qjs_run_gc()
-	setGCThreshold      api.Function // qjs_set_gc_threshold(bytes)
-}
+// export names a guest function the host calls. Exports are looked up by
+// name when first called (see Instance.call); exportNames maps each to its
+// name in the binary.
+type export uint8
 
-var exportTable = []struct {
-	name string
-	fn   func(*exports) *api.Function
-}{
-	{"_initialize", func(e *exports) *api.Function { return &e.initialize }},
-	{"qjs_get_quickjs_version", func(e *exports) *api.Function { return &e.version }},
-	{"qjs_init", func(e *exports) *api.Function { return &e.init }},
-	{"qjs_set_promise_rejection_handler", func(e *exports) *api.Function { return &e.setRejectionHandler }},
-	{"qjs_set_memory_limit", func(e *exports) *api.Function { return &e.setMemoryLimit }},
-	{"qjs_set_max_stack_size", func(e *exports) *api.Function { return &e.setMaxStackSize }},
-	{"qjs_eval", func(e *exports) *api.Function { return &e.eval }},
-	{"qjs_compile", func(e *exports) *api.Function { return &e.compile }},
-	{"qjs_eval_bytecode", func(e *exports) *api.Function { return &e.evalBytecode }},
-	{"qjs_new_string", func(e *exports) *api.Function { return &e.newString }},
-	{"qjs_new_number", func(e *exports) *api.Function { return &e.newNumber }},
-	{"qjs_get_string_len", func(e *exports) *api.Function { return &e.getStringLen }},
-	{"qjs_free_cstring", func(e *exports) *api.Function { return &e.freeCString }},
-	{"qjs_get_float64", func(e *exports) *api.Function { return &e.getFloat64 }},
-	{"qjs_is_exception", func(e *exports) *api.Function { return &e.isException }},
-	{"qjs_is_string", func(e *exports) *api.Function { return &e.isString }},
-	{"qjs_is_uncatchable_error", func(e *exports) *api.Function { return &e.isUncatchable }},
-	{"qjs_free_value", func(e *exports) *api.Function { return &e.freeValue }},
-	{"qjs_get_global", func(e *exports) *api.Function { return &e.getGlobal }},
-	{"qjs_get_prop_string", func(e *exports) *api.Function { return &e.getPropString }},
-	{"qjs_set_prop_string", func(e *exports) *api.Function { return &e.setPropString }},
-	{"qjs_call", func(e *exports) *api.Function { return &e.call }},
-	{"qjs_new_host_function", func(e *exports) *api.Function { return &e.newHostFunction }},
-	{"qjs_promise_state", func(e *exports) *api.Function { return &e.promiseState }},
-	{"qjs_promise_result", func(e *exports) *api.Function { return &e.promiseResult }},
-	{"qjs_is_job_pending", func(e *exports) *api.Function { return &e.isJobPending }},
-	{"qjs_execute_pending_job", func(e *exports) *api.Function { return &e.executePendingJob }},
-	{"qjs_get_exception", func(e *exports) *api.Function { return &e.getException }},
-	{"qjs_throw", func(e *exports) *api.Function { return &e.throw }},
-	{"qjs_get_value_ptr", func(e *exports) *api.Function { return &e.getValuePtr }},
-	{"wasm_malloc", func(e *exports) *api.Function { return &e.malloc }},
-	{"wasm_free", func(e *exports) *api.Function { return &e.free }},
-	{"qjs_get_allocated_size", func(e *exports) *api.Function { return &e.getAllocatedSize }},
-	{"qjs_get_undefined", func(e *exports) *api.Function { return &e.getUndefined }},
-	{"qjs_run_gc", func(e *exports) *api.Function { return &e.runGC }},
-	{"qjs_set_gc_threshold", func(e *exports) *api.Function { return &e.setGCThreshold }},
+const (
+	xInitialize          export = iota // _initialize(): WASI reactor constructor
+	xVersion                           // qjs_get_quickjs_version() -> char*
+	xInit                              // qjs_init() -> int (0 on success)
+	xSetRejectionHandler               // qjs_set_promise_rejection_handler(enable)
+	xSetMemoryLimit                    // qjs_set_memory_limit(bytes)
+	xSetMaxStackSize                   // qjs_set_max_stack_size(bytes)
+	xEval                              // qjs_eval(code, len, filename, flags) -> JSValue*
+	xCompile                           // qjs_compile(code, len, filename, evalFlags, writeFlags, size_t* outLen) -> uint8_t*
+	xEvalBytecode                      // qjs_eval_bytecode(buf, len) -> JSValue*
+	xNewString                         // qjs_new_string(ptr, len) -> JSValue*
+	xNewNumber                         // qjs_new_number(f64) -> JSValue*
+	xGetStringLen                      // qjs_get_string_len(JSValue*, size_t* len) -> char*
+	xFreeCString                       // qjs_free_cstring(char*)
+	xGetFloat64                        // qjs_get_float64(JSValue*) -> f64
+	xIsException                       // qjs_is_exception(JSValue*) -> int
+	xIsString                          // qjs_is_string(JSValue*) -> int
+	xIsUncatchable                     // qjs_is_uncatchable_error(JSValue*) -> int
+	xFreeValue                         // qjs_free_value(JSValue*)
+	xGetGlobal                         // qjs_get_global() -> JSValue*
+	xGetPropString                     // qjs_get_prop_string(JSValue*, char*) -> JSValue*
+	xSetPropString                     // qjs_set_prop_string(JSValue*, char*, JSValue*) -> int
+	xCall                              // qjs_call(fn, this, argc, JSValue**) -> JSValue*
+	xNewHostFunction                   // qjs_new_host_function(name, len, argc) -> JSValue*
+	xPromiseState                      // qjs_promise_state(JSValue*) -> int
+	xPromiseResult                     // qjs_promise_result(JSValue*) -> JSValue*
+	xIsJobPending                      // qjs_is_job_pending() -> int
+	xExecutePendingJob                 // qjs_execute_pending_job() -> int (<0 exception)
+	xGetException                      // qjs_get_exception() -> JSValue*
+	xThrow                             // qjs_throw(JSValue*) -> JSValue* (JS_EXCEPTION)
+	xGetValuePtr                       // qjs_get_value_ptr(JSValue*) -> void*
+	xMalloc                            // wasm_malloc(size) -> void*
+	xFree                              // wasm_free(void*)
+	xGetAllocatedSize                  // qjs_get_allocated_size() -> size_t
+	xGetUndefined                      // qjs_get_undefined() -> JSValue*
+	xRunGC                             // qjs_run_gc()
+	xSetGCThreshold                    // qjs_set_gc_threshold(bytes)
+	numExports
+)
+
+var exportNames = [numExports]string{
+	xInitialize:          "_initialize",
+	xVersion:             "qjs_get_quickjs_version",
+	xInit:                "qjs_init",
+	xSetRejectionHandler: "qjs_set_promise_rejection_handler",
+	xSetMemoryLimit:      "qjs_set_memory_limit",
+	xSetMaxStackSize:     "qjs_set_max_stack_size",
+	xEval:                "qjs_eval",
+	xCompile:             "qjs_compile",
+	xEvalBytecode:        "qjs_eval_bytecode",
+	xNewString:           "qjs_new_string",
+	xNewNumber:           "qjs_new_number",
+	xGetStringLen:        "qjs_get_string_len",
+	xFreeCString:         "qjs_free_cstring",
+	xGetFloat64:          "qjs_get_float64",
+	xIsException:         "qjs_is_exception",
+	xIsString:            "qjs_is_string",
+	xIsUncatchable:       "qjs_is_uncatchable_error",
+	xFreeValue:           "qjs_free_value",
+	xGetGlobal:           "qjs_get_global",
+	xGetPropString:       "qjs_get_prop_string",
+	xSetPropString:       "qjs_set_prop_string",
+	xCall:                "qjs_call",
+	xNewHostFunction:     "qjs_new_host_function",
+	xPromiseState:        "qjs_promise_state",
+	xPromiseResult:       "qjs_promise_result",
+	xIsJobPending:        "qjs_is_job_pending",
+	xExecutePendingJob:   "qjs_execute_pending_job",
+	xGetException:        "qjs_get_exception",
+	xThrow:               "qjs_throw",
+	xGetValuePtr:         "qjs_get_value_ptr",
+	xMalloc:              "wasm_malloc",
+	xFree:                "wasm_free",
+	xGetAllocatedSize:    "qjs_get_allocated_size",
+	xGetUndefined:        "qjs_get_undefined",
+	xRunGC:               "qjs_run_gc",
+	xSetGCThreshold:      "qjs_set_gc_threshold",
 }
 
 // importTable lists every import the host provides, by module and name.
@@ -140,27 +140,15 @@ func checkABI(m wazero.CompiledModule) error {
 		}
 	}
 	exported := m.ExportedFunctions()
-	for _, x := range exportTable {
-		if _, ok := exported[x.name]; !ok {
-			return &MissingExportError{Name: x.name}
+	for _, name := range exportNames {
+		if _, ok := exported[name]; !ok {
+			return &MissingExportError{Name: name}
 		}
 	}
 	if _, ok := m.ExportedMemories()["memory"]; !ok {
 		return &MissingExportError{Name: "memory"}
 	}
 	return nil
-}
-
-func bindExports(mod api.Module) (*exports, error) {
-	e := new(exports)
-	for _, x := range exportTable {
-		f := mod.ExportedFunction(x.name)
-		if f == nil {
-			return nil, &MissingExportError{Name: x.name}
-		}
-		*x.fn(e) = f
-	}
-	return e, nil
 }
 
 func contains(list []string, s string) bool {

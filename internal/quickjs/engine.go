@@ -134,7 +134,7 @@ func (e *Engine) init(ctx context.Context) error {
 		return err
 	}
 	defer in.Close()
-	e.version, err = in.readCString(in.mustCall(in.x.version))
+	e.version, err = in.readCString(in.mustCall(xVersion))
 	return err
 }
 

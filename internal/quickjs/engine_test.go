@@ -159,3 +159,80 @@ func TestTrapLeavesDeadInstance(t *testing.T) {
 		t.Error("String on a dead instance succeeded")
 	}
 }
+
+// TestReentrantExports calls back into the guest, from a host function,
+// through the same export the outer call is running in (Call inside
+// Call, Eval inside Eval, bytecode inside bytecode), nested several deep.
+// wazero's functions are not re-entrant; before each depth had its own,
+// this crashed the process.
+func TestReentrantExports(t *testing.T) {
+	e := newTestEngine(t, Config{})
+	in := newTestInstance(t, e, InstanceConfig{})
+	code, err := in.Compile("(n) => n * 2", "inner.js", EvalStrict, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.SetHost(func(in *Instance, name string, args []Value) (Value, error) {
+		n := in.Float64(args[0])
+		switch name {
+		case "viaCall":
+			// Run the guest function passed in: qjs_call inside qjs_call.
+			fn := args[1]
+			arg, err := in.NewNumber(n)
+			if err != nil {
+				return 0, err
+			}
+			defer in.Free(arg)
+			return in.Call(fn, in.Global(), arg)
+		case "viaEval":
+			v, err := in.Eval("21 * 2", "nested.js", EvalStrict)
+			return v, err
+		default: // viaBytecode
+			fn, err := in.EvalBytecode(code)
+			if err != nil {
+				return 0, err
+			}
+			defer in.Free(fn)
+			arg, err := in.NewNumber(n)
+			if err != nil {
+				return 0, err
+			}
+			defer in.Free(arg)
+			return in.Call(fn, in.Global(), arg)
+		}
+	})
+	for _, name := range []string{"viaCall", "viaEval", "viaBytecode"} {
+		fn, err := in.NewHostFunction(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := in.SetProp(in.Global(), name, fn); err != nil {
+			t.Fatal(err)
+		}
+		in.Free(fn)
+	}
+	program := `(() => {
+		const deep = (n) => n === 0 ? 1 : viaCall(n, (m) => deep(m - 1) + 1);
+		return [deep(6), viaEval(0), viaBytecode(5), viaCall(1, () => viaBytecode(3) + viaEval(0))].join(",");
+	})()`
+	// Through Eval, and through compiled bytecode run inside a host call.
+	got, err := evalString(t, in, program)
+	if err != nil {
+		t.Fatalf("eval: %s (%v)", got, err)
+	}
+	if want := "7,42,10,48"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	pc, err := in.Compile(program, "program.js", EvalStrict, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := in.EvalBytecode(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Free(v)
+	if s, _ := in.String(v); s != "7,42,10,48" {
+		t.Errorf("bytecode: got %q, want %q", s, "7,42,10,48")
+	}
+}

@@ -76,13 +76,20 @@ type rejection struct {
 type Instance struct {
 	e    *Engine
 	mod  api.Module
-	x    *exports
 	ctx  context.Context
 	mem  *reservedMemory
 	host HostFunc
 
-	stack []uint64
-	dead  bool
+	// frames holds, for each depth of nested guest calls, the export
+	// functions used at that depth and their parameter stack. A wazero
+	// api.Function owns one native stack and must not be called again
+	// before its call returns, and a host function may call back into the
+	// guest while an export runs (a timer callback that makes the host
+	// load URL does); so each depth has functions of its own, looked up on
+	// first use.
+	frames []*exportFrame
+	depth  int
+	dead   bool
 
 	born       time.Time
 	seedJitter int64
@@ -154,7 +161,6 @@ func (e *Engine) newInstance(ctx context.Context, cfg InstanceConfig) (in *Insta
 		cancel:     cancel,
 		mem:        mem,
 		host:       cfg.Host,
-		stack:      make([]uint64, 8),
 		born:       time.Now(),
 		rng:        rand.NewChaCha8(seed),
 		seedJitter: int64(1 + uint64(seed[0])<<16 | uint64(seed[1])<<8 | uint64(seed[2])),
@@ -176,13 +182,10 @@ func (e *Engine) newInstance(ctx context.Context, cfg InstanceConfig) (in *Insta
 			in = nil
 		}
 	}()
-	if in.x, err = bindExports(mod); err != nil {
+	if _, err = in.call(xInitialize); err != nil {
 		return nil, err
 	}
-	if _, err = in.call(in.x.initialize); err != nil {
-		return nil, err
-	}
-	rc, err := in.call(in.x.init)
+	rc, err := in.call(xInit)
 	if err != nil {
 		return nil, err
 	}
@@ -191,19 +194,19 @@ func (e *Engine) newInstance(ctx context.Context, cfg InstanceConfig) (in *Insta
 	}
 	in.seedJitter = 0 // the seed is taken; the clock is real from here on
 	steps := []struct {
-		f   api.Function
+		f   export
 		arg uint64
 	}{
-		{in.x.setMemoryLimit, cfg.MemoryLimit},
-		{in.x.setMaxStackSize, uint64(cfg.StackSize)},
-		{in.x.setRejectionHandler, 1},
+		{xSetMemoryLimit, cfg.MemoryLimit},
+		{xSetMaxStackSize, uint64(cfg.StackSize)},
+		{xSetRejectionHandler, 1},
 	}
 	for _, s := range steps {
 		if _, err = in.call(s.f, s.arg); err != nil {
 			return nil, err
 		}
 	}
-	g, err := in.call(in.x.getGlobal)
+	g, err := in.call(xGetGlobal)
 	if err != nil {
 		return nil, err
 	}
@@ -216,15 +219,30 @@ func (e *Engine) newInstance(ctx context.Context, cfg InstanceConfig) (in *Insta
 
 // call invokes a guest export. Any wazero error (a trap, a kill, a closed
 // module) leaves the instance dead.
-func (in *Instance) call(f api.Function, args ...uint64) (uint64, error) {
+func (in *Instance) call(id export, args ...uint64) (uint64, error) {
 	if in.dead {
 		if in.killed.Load() {
 			return 0, ErrInterrupted
 		}
 		return 0, ErrDead
 	}
-	copy(in.stack, args)
-	if err := f.CallWithStack(in.ctx, in.stack); err != nil {
+	if in.depth == len(in.frames) {
+		in.frames = append(in.frames, &exportFrame{stack: make([]uint64, maxExportParams)})
+	}
+	fr := in.frames[in.depth]
+	f := fr.fns[id]
+	if f == nil {
+		if f = in.mod.ExportedFunction(exportNames[id]); f == nil {
+			in.dead = true // checkABI saw it at load: the module is gone
+			return 0, ErrDead
+		}
+		fr.fns[id] = f
+	}
+	copy(fr.stack, args)
+	in.depth++
+	err := f.CallWithStack(in.ctx, fr.stack)
+	in.depth--
+	if err != nil {
 		in.dead = true
 		if in.killed.Load() || in.pastDeadline() {
 			in.killed.Store(true)
@@ -232,8 +250,18 @@ func (in *Instance) call(f api.Function, args ...uint64) (uint64, error) {
 		}
 		return 0, &TrapError{Err: err}
 	}
-	return in.stack[0], nil
+	return fr.stack[0], nil
 }
+
+// exportFrame is the export functions of one call depth (see
+// Instance.frames).
+type exportFrame struct {
+	fns   [numExports]api.Function
+	stack []uint64
+}
+
+// maxExportParams is the most parameters (or results) any export takes.
+const maxExportParams = 8
 
 // errKill unwinds guest code from inside a tick. wazero recovers it and
 // returns it from the export call; the instance is dead from then on.
@@ -282,7 +310,7 @@ func (in *Instance) Ticks() int64 { return in.ticks.Load() }
 
 // mustCall is call for exports that cannot fail on a live instance; a
 // failure still only yields ErrDead-style zero values.
-func (in *Instance) mustCall(f api.Function, args ...uint64) uint32 {
+func (in *Instance) mustCall(f export, args ...uint64) uint32 {
 	r, _ := in.call(f, args...)
 	return uint32(r)
 }
@@ -301,7 +329,7 @@ func (in *Instance) Global() Value { return in.global }
 // Free releases a box.
 func (in *Instance) Free(v Value) {
 	if v != 0 && !in.dead {
-		_, _ = in.call(in.x.freeValue, uint64(v))
+		_, _ = in.call(xFreeValue, uint64(v))
 	}
 }
 
@@ -314,7 +342,7 @@ func (in *Instance) check(v uint64, err error) (Value, error) {
 	if box == 0 {
 		return 0, fmt.Errorf("%w: engine allocation failed", ErrOutOfMemory)
 	}
-	isExc, err := in.call(in.x.isException, uint64(box))
+	isExc, err := in.call(xIsException, uint64(box))
 	if err != nil {
 		return 0, err
 	}
@@ -327,11 +355,11 @@ func (in *Instance) check(v uint64, err error) (Value, error) {
 
 // takeException converts the pending exception into an error.
 func (in *Instance) takeException() error {
-	exc, err := in.call(in.x.getException)
+	exc, err := in.call(xGetException)
 	if err != nil {
 		return err
 	}
-	unc, err := in.call(in.x.isUncatchable, exc)
+	unc, err := in.call(xIsUncatchable, exc)
 	if err != nil {
 		return err
 	}
@@ -355,7 +383,7 @@ func (in *Instance) Eval(code, filename string, flags int) (Value, error) {
 		return 0, err
 	}
 	defer in.freeGuest(fp)
-	return in.check(in.call(in.x.eval, uint64(cp), uint64(cl), uint64(fp), uint64(flags)))
+	return in.check(in.call(xEval, uint64(cp), uint64(cl), uint64(fp), uint64(flags)))
 }
 
 // Eval flags (quickjs.h).
@@ -365,8 +393,10 @@ const (
 
 // Compile compiles a global script to engine bytecode without running it.
 // Bytecode is specific to the engine binary; [Instance.EvalBytecode] runs
-// it in any instance of the same Engine, skipping the parse.
-func (in *Instance) Compile(code, filename string, flags int) ([]byte, error) {
+// it in any instance of the same Engine, skipping the parse. With
+// stripSource the bytecode leaves out the source text, which only
+// Function.prototype.toString shows.
+func (in *Instance) Compile(code, filename string, flags int, stripSource bool) ([]byte, error) {
 	cp, cl, err := in.allocString(code)
 	if err != nil {
 		return nil, err
@@ -382,8 +412,11 @@ func (in *Instance) Compile(code, filename string, flags int) ([]byte, error) {
 		return nil, err
 	}
 	defer in.freeGuest(lp)
-	const stripSource = 1 << 4
-	bp, err := in.call(in.x.compile, uint64(cp), uint64(cl), uint64(fp), uint64(flags), stripSource, uint64(lp))
+	var writeFlags uint64
+	if stripSource {
+		writeFlags = 1 << 4
+	}
+	bp, err := in.call(xCompile, uint64(cp), uint64(cl), uint64(fp), uint64(flags), writeFlags, uint64(lp))
 	if err != nil {
 		return nil, err
 	}
@@ -412,7 +445,7 @@ func (in *Instance) EvalBytecode(code []byte) (Value, error) {
 	if !in.mod.Memory().Write(p, code) {
 		return 0, ErrDead
 	}
-	return in.check(in.call(in.x.evalBytecode, uint64(p), uint64(len(code))))
+	return in.check(in.call(xEvalBytecode, uint64(p), uint64(len(code))))
 }
 
 // Call calls fn with this and args (borrowed).
@@ -432,7 +465,7 @@ func (in *Instance) Call(fn, this Value, args ...Value) (Value, error) {
 		}
 		argv = p
 	}
-	return in.check(in.call(in.x.call, uint64(fn), uint64(this), uint64(len(args)), uint64(argv)))
+	return in.check(in.call(xCall, uint64(fn), uint64(this), uint64(len(args)), uint64(argv)))
 }
 
 // GetProp reads obj[name].
@@ -442,7 +475,7 @@ func (in *Instance) GetProp(obj Value, name string) (Value, error) {
 		return 0, err
 	}
 	defer in.freeGuest(p)
-	return in.check(in.call(in.x.getPropString, uint64(obj), uint64(p)))
+	return in.check(in.call(xGetPropString, uint64(obj), uint64(p)))
 }
 
 // SetProp assigns obj[name] = v (v stays owned by the caller).
@@ -452,7 +485,7 @@ func (in *Instance) SetProp(obj Value, name string, v Value) error {
 		return err
 	}
 	defer in.freeGuest(p)
-	rc, err := in.call(in.x.setPropString, uint64(obj), uint64(p), uint64(v))
+	rc, err := in.call(xSetPropString, uint64(obj), uint64(p), uint64(v))
 	if err != nil {
 		return err
 	}
@@ -469,17 +502,17 @@ func (in *Instance) NewString(s string) (Value, error) {
 		return 0, err
 	}
 	defer in.freeGuest(p)
-	return in.check(in.call(in.x.newString, uint64(p), uint64(l)))
+	return in.check(in.call(xNewString, uint64(p), uint64(l)))
 }
 
 // NewNumber makes a guest number.
 func (in *Instance) NewNumber(f float64) (Value, error) {
-	return in.check(in.call(in.x.newNumber, api.EncodeF64(f)))
+	return in.check(in.call(xNewNumber, api.EncodeF64(f)))
 }
 
 // Undefined returns a new box holding undefined.
 func (in *Instance) Undefined() (Value, error) {
-	return in.check(in.call(in.x.getUndefined))
+	return in.check(in.call(xGetUndefined))
 }
 
 // NewHostFunction makes a guest function whose calls reach the instance's
@@ -490,18 +523,18 @@ func (in *Instance) NewHostFunction(name string) (Value, error) {
 		return 0, err
 	}
 	defer in.freeGuest(p)
-	return in.check(in.call(in.x.newHostFunction, uint64(p), uint64(l), 0))
+	return in.check(in.call(xNewHostFunction, uint64(p), uint64(l), 0))
 }
 
 // IsString reports whether v holds a string.
 func (in *Instance) IsString(v Value) bool {
-	r, err := in.call(in.x.isString, uint64(v))
+	r, err := in.call(xIsString, uint64(v))
 	return err == nil && r != 0
 }
 
 // Float64 converts v with ToNumber semantics for primitives.
 func (in *Instance) Float64(v Value) float64 {
-	r, err := in.call(in.x.getFloat64, uint64(v))
+	r, err := in.call(xGetFloat64, uint64(v))
 	if err != nil {
 		return 0
 	}
@@ -519,14 +552,14 @@ func (in *Instance) String(v Value) (string, error) {
 		}
 		defer in.freeGuest(lp)
 	}
-	sp, err := in.call(in.x.getStringLen, uint64(v), uint64(lp))
+	sp, err := in.call(xGetStringLen, uint64(v), uint64(lp))
 	if err != nil {
 		return "", err
 	}
 	if sp == 0 {
 		return "", in.takeException()
 	}
-	defer func() { _, _ = in.call(in.x.freeCString, sp) }()
+	defer func() { _, _ = in.call(xFreeCString, sp) }()
 	n, ok := in.mod.Memory().ReadUint32Le(lp)
 	if !ok {
 		return "", ErrDead
@@ -540,7 +573,7 @@ func (in *Instance) String(v Value) (string, error) {
 
 // PromiseState returns 0 pending, 1 fulfilled, 2 rejected (-1 not a promise).
 func (in *Instance) PromiseState(p Value) int {
-	r, err := in.call(in.x.promiseState, uint64(p))
+	r, err := in.call(xPromiseState, uint64(p))
 	if err != nil {
 		return -1
 	}
@@ -549,7 +582,7 @@ func (in *Instance) PromiseState(p Value) int {
 
 // PromiseResult returns a settled promise's value or reason.
 func (in *Instance) PromiseResult(p Value) (Value, error) {
-	return in.check(in.call(in.x.promiseResult, uint64(p)))
+	return in.check(in.call(xPromiseResult, uint64(p)))
 }
 
 // RunJobs runs pending jobs (promise reactions) until none is left. A job
@@ -557,7 +590,7 @@ func (in *Instance) PromiseResult(p Value) (Value, error) {
 func (in *Instance) RunJobs() error {
 	for {
 		// 1: a job ran; 0: none was pending; negative: it threw.
-		rc, err := in.call(in.x.executePendingJob)
+		rc, err := in.call(xExecutePendingJob)
 		if err != nil {
 			return err
 		}
@@ -579,22 +612,22 @@ func (in *Instance) RunJobs() error {
 
 // Identity returns the heap address of an object value, stable while it lives.
 func (in *Instance) Identity(v Value) uint32 {
-	return in.mustCall(in.x.getValuePtr, uint64(v))
+	return in.mustCall(xGetValuePtr, uint64(v))
 }
 
 // CollectGarbage runs a full collection and sets the next one to start
 // after headroom more bytes are allocated.
 func (in *Instance) CollectGarbage(headroom uint64) error {
-	if _, err := in.call(in.x.runGC); err != nil {
+	if _, err := in.call(xRunGC); err != nil {
 		return err
 	}
-	_, err := in.call(in.x.setGCThreshold, in.AllocatedSize()+headroom)
+	_, err := in.call(xSetGCThreshold, in.AllocatedSize()+headroom)
 	return err
 }
 
 // AllocatedSize returns the bytes counted against the memory limit.
 func (in *Instance) AllocatedSize() uint64 {
-	r, _ := in.call(in.x.getAllocatedSize)
+	r, _ := in.call(xGetAllocatedSize)
 	return uint64(uint32(r))
 }
 

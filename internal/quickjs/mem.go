@@ -10,7 +10,7 @@ import (
 // bounds-checked api.Memory.
 
 func (in *Instance) malloc(n uint32) (uint32, error) {
-	p, err := in.call(in.x.malloc, uint64(n))
+	p, err := in.call(xMalloc, uint64(n))
 	if err != nil {
 		return 0, err
 	}
@@ -22,7 +22,7 @@ func (in *Instance) malloc(n uint32) (uint32, error) {
 
 func (in *Instance) freeGuest(p uint32) {
 	if p != 0 && !in.inScratch(p) {
-		_, _ = in.call(in.x.free, uint64(p))
+		_, _ = in.call(xFree, uint64(p))
 	}
 }
 
@@ -112,7 +112,7 @@ func (in *Instance) throwString(s string) uint32 {
 	if err != nil {
 		return 0
 	}
-	if r, err := in.call(in.x.throw, uint64(v)); err == nil {
+	if r, err := in.call(xThrow, uint64(v)); err == nil {
 		in.Free(Value(r))
 	}
 	in.Free(v)
