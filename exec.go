@@ -19,6 +19,7 @@ import (
 type execution struct {
 	rt      *Runtime
 	limiter *fifo
+	src     *source
 
 	mu       sync.Mutex
 	calls    []ToolCall
@@ -29,29 +30,28 @@ type execution struct {
 const toolErrorMember = "tool"
 
 func (rt *Runtime) execute(ctx context.Context, code string) (Result, error) {
+	// The run's time starts now: checking and compiling count against it.
+	var deadline time.Time
+	if rt.opts.Timeout > 0 {
+		deadline = time.Now().Add(rt.opts.Timeout)
+	}
+	if e := typescript.Check(code); e != nil {
+		return Result{Error: compileDiagnostic(code, e), ToolCalls: []ToolCall{}}, nil
+	}
 	// Plain JavaScript runs as written; only a program that does not
-	// compile that way (TypeScript, or a syntax error) goes through esbuild,
-	// whose syntax errors and positions are the ones reported.
-	if prog := typescript.Wrap(code); prog != nil {
-		res, sf, err := rt.runProgram(ctx, prog)
-		if sf == nil || !sf.Syntax {
-			return res, err
-		}
+	// compile that way (TypeScript, or a syntax error) goes through
+	// esbuild, whose syntax errors and positions are the ones reported.
+	// Either way the sandbox compiles before it runs anything, so the
+	// choice never runs a program twice.
+	src := &source{code: code, prog: typescript.Wrap(code)}
+	program := ""
+	if src.prog != nil {
+		program = src.prog.Script
 	}
-	prog, diag := compile(code)
-	if diag != nil {
-		return Result{Error: diag, ToolCalls: []ToolCall{}}, nil
-	}
-	res, _, err := rt.runProgram(ctx, prog)
-	return res, err
-}
-
-// runProgram runs a compiled program; it also returns the sandbox's
-// failure so execute can tell a syntax error from everything else.
-func (rt *Runtime) runProgram(ctx context.Context, prog *typescript.Program) (Result, *sandbox.Failure, error) {
-	ex := &execution{rt: rt, limiter: newFIFO(rt.opts.MaxConcurrency)}
+	ex := &execution{rt: rt, limiter: newFIFO(rt.opts.MaxConcurrency), src: src}
 	req := sandbox.Request{
-		Program: prog.Script,
+		Program:  program,
+		Fallback: src.fallback,
 		Bindings: []sandbox.Namespace{{
 			Name:       "tools",
 			Members:    rt.paths,
@@ -59,6 +59,7 @@ func (rt *Runtime) runProgram(ctx context.Context, prog *typescript.Program) (Re
 			ErrorClass: &sandbox.ErrorClass{Name: "ToolError", Member: toolErrorMember, DataKind: string(InvalidDataValue)},
 		}},
 		Timeout:     rt.opts.Timeout,
+		Deadline:    deadline,
 		MemoryBytes: uint64(rt.opts.MaxMemoryBytes),
 	}
 	if b, limited := rt.outputBudget(); limited {
@@ -69,16 +70,48 @@ func (rt *Runtime) runProgram(ctx context.Context, prog *typescript.Program) (Re
 	}
 	sr, err := rt.sb.Run(ctx, req)
 	if err != nil {
-		return Result{Error: &Diagnostic{Kind: ExecutionFailure, Message: err.Error()}, ToolCalls: []ToolCall{}}, nil, err
+		return Result{Error: &Diagnostic{Kind: ExecutionFailure, Message: err.Error()}, ToolCalls: []ToolCall{}}, err
 	}
-	res := ex.result(sr, prog)
+	res := ex.result(sr)
 	if sr.Failure != nil && sr.Failure.Kind == sandbox.Abort {
 		if err := ctx.Err(); err != nil {
-			return res, sr.Failure, err
+			return res, err
 		}
-		return res, sr.Failure, context.Canceled
+		return res, context.Canceled
 	}
-	return res, sr.Failure, nil
+	return res, nil
+}
+
+// source is a program on its way into the sandbox.
+type source struct {
+	code string
+	// prog is what the sandbox compiles: the program as written, or
+	// esbuild's output once the fallback has run. Nil when the program
+	// must go through esbuild first (see typescript.Wrap).
+	prog *typescript.Program
+	// diag is esbuild's diagnosis of a program that does not compile.
+	diag *Diagnostic
+	// tooBig marks a program that did not compile as JavaScript and is
+	// too large for esbuild.
+	tooBig bool
+}
+
+// fallback is the sandbox's Request.Fallback: esbuild's transform of the
+// program, under the run's context.
+func (s *source) fallback(ctx context.Context) (string, bool) {
+	if len(s.code) > typescript.MaxTranspileBytes && s.prog != nil {
+		s.tooBig = true
+		return "", false
+	}
+	p, err := typescript.Compile(ctx, s.code)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.diag = compileDiagnostic(s.code, err)
+		}
+		return "", false
+	}
+	s.prog = p
+	return p.Script, true
 }
 
 func (rt *Runtime) outputBudget() (int, bool) {
@@ -219,7 +252,7 @@ func (ex *execution) hookEnd(e ToolCallEnd) {
 }
 
 // result builds the model-facing Result from the sandbox's.
-func (ex *execution) result(sr sandbox.Result, prog *typescript.Program) Result {
+func (ex *execution) result(sr sandbox.Result) Result {
 	ex.mu.Lock()
 	ex.frozen = true
 	calls := append([]ToolCall{}, ex.calls...)
@@ -230,7 +263,7 @@ func (ex *execution) result(sr sandbox.Result, prog *typescript.Program) Result 
 		res.OK = true
 		res.Value = sr.Value
 	} else {
-		res.Error = ex.diagnose(f, prog)
+		res.Error = ex.diagnose(f)
 	}
 	logs := make([]string, len(sr.Logs))
 	for i, l := range sr.Logs {
@@ -281,11 +314,11 @@ func (rt *Runtime) applyBudget(res *Result, valueBytes int, logs []string, dropp
 }
 
 // diagnose maps a sandbox failure to a Diagnostic.
-func (ex *execution) diagnose(f *sandbox.Failure, prog *typescript.Program) *Diagnostic {
+func (ex *execution) diagnose(f *sandbox.Failure) *Diagnostic {
 	d := &Diagnostic{Kind: ExecutionFailure, Message: f.Message}
 	locate := func() {
 		if f.Line > 0 {
-			if l, c, ok := prog.Position(f.Line, f.Column); ok {
+			if l, c, ok := ex.src.prog.Position(f.Line, f.Column); ok {
 				d.Location = &Location{Line: l, Column: c}
 			}
 		}
@@ -317,9 +350,15 @@ func (ex *execution) diagnose(f *sandbox.Failure, prog *typescript.Program) *Dia
 			}
 			locate()
 		case f.Syntax:
+			if ex.src.diag != nil {
+				return ex.src.diag
+			}
 			d.Kind = ParseError
 			d.Message = f.Message
 			locate()
+			if ex.src.tooBig {
+				d.Suggestions = []string{fmt.Sprintf("TypeScript syntax is accepted only in programs up to %d bytes; write larger programs as plain JavaScript.", typescript.MaxTranspileBytes)}
+			}
 		default:
 			if f.Name != "" {
 				d.Message = f.Name + ": " + f.Message

@@ -115,15 +115,11 @@ func sharedSandbox(cacheDir string) (*sandbox.Sandbox, error) {
 	return sb, nil
 }
 
-// compile turns program text into the sandbox script, or a diagnostic.
-func compile(code string) (*typescript.Program, *Diagnostic) {
-	p, err := typescript.Compile(code)
-	if err == nil {
-		return p, nil
-	}
+// compileDiagnostic describes a program that does not compile.
+func compileDiagnostic(code string, err error) *Diagnostic {
 	var te *typescript.Error
 	if !errors.As(err, &te) {
-		return nil, &Diagnostic{Kind: ParseError, Message: err.Error()}
+		return &Diagnostic{Kind: ParseError, Message: err.Error()}
 	}
 	d := &Diagnostic{Kind: ParseError, Message: te.Message}
 	if te.Unsupported {
@@ -136,5 +132,5 @@ func compile(code string) (*typescript.Program, *Diagnostic) {
 	if d.Kind == ParseError && strings.TrimSpace(code) == "" {
 		d.Suggestions = []string{"Write the body of an async function and `return` the value you need."}
 	}
-	return nil, d
+	return d
 }

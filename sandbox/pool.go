@@ -235,7 +235,11 @@ func (s *Sandbox) boot(memory uint64, spec string) (b *booted, err error) {
 	// (measured: 27–54 µs against 9 µs for a wrapped `return 1`), the
 	// first use of the parser's memory. Pay it here, with a program that
 	// leaves nothing behind.
-	v, err := in.Eval(warmUp, "warm-up.js", quickjs.EvalStrict)
+	code, err := in.Compile(warmUp, "warm-up.js", quickjs.EvalStrict, false)
+	if err != nil {
+		return nil, err
+	}
+	v, err := in.EvalBytecode(code)
 	if err != nil {
 		return nil, err
 	}

@@ -58,10 +58,14 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (Result, error) {
 	// quickjs.Instance.SetDeadline), and a cancellation of the caller's
 	// context kills it through the AfterFunc below. So the run executes on
 	// the caller's goroutine, with no goroutine to start or wake.
-	if req.Timeout > 0 {
+	switch {
+	case !req.Deadline.IsZero():
+		r.deadline = req.Deadline
+		r.ctx, r.cancel = context.WithDeadline(ctx, r.deadline)
+	case req.Timeout > 0:
 		r.deadline = time.Now().Add(req.Timeout)
 		r.ctx, r.cancel = context.WithDeadline(ctx, r.deadline)
-	} else {
+	default:
 		r.ctx, r.cancel = context.WithCancel(ctx)
 	}
 	stop := context.AfterFunc(ctx, func() { r.expire(Abort) })
@@ -219,13 +223,13 @@ func (r *run) execute() *Failure {
 	if expired {
 		in.Kill()
 	}
-	v, err := in.Eval(r.req.Program, programFile, quickjs.EvalStrict)
-	if err != nil {
-		f := r.engineFailure(err)
-		if f != nil && f.Kind == Exception && f.Name == "SyntaxError" {
-			f.Syntax = true
-		}
+	code, f := r.load()
+	if code == nil {
 		return f
+	}
+	v, err := in.EvalBytecode(code)
+	if err != nil {
+		return r.engineFailure(err)
 	}
 	main, err := in.Call(r.ctl.start, r.ctl.obj, v)
 	in.Free(v)
@@ -234,6 +238,55 @@ func (r *run) execute() *Failure {
 	}
 	r.main = main
 	return r.loop()
+}
+
+// load compiles the program, or Fallback's program when it does not
+// compile. Compiling apart from running means a program that fails at run
+// time with a SyntaxError (JSON.parse, or a throw of its own) is never
+// taken for one that did not compile, and no program runs twice. It
+// returns nil bytecode and the failure (nil when the run expired).
+func (r *run) load() ([]byte, *Failure) {
+	var syntax *Failure
+	if r.req.Program != "" {
+		code, f := r.compile(r.req.Program)
+		if code != nil || f == nil || !f.Syntax || r.req.Fallback == nil {
+			return code, f
+		}
+		syntax = f
+	}
+	if r.req.Fallback == nil {
+		return nil, &Failure{Kind: Exception, Syntax: true, Name: "SyntaxError", Message: "the program is empty"}
+	}
+	alt, ok := r.req.Fallback(r.ctx)
+	if r.ctx.Err() != nil {
+		r.expire(r.ctxExpiry())
+		return nil, nil
+	}
+	if !ok {
+		if syntax == nil {
+			syntax = &Failure{Kind: Exception, Syntax: true, Name: "SyntaxError", Message: "the program does not compile"}
+		}
+		return nil, syntax
+	}
+	return r.compile(alt)
+}
+
+// compile compiles a program to bytecode. Any exception while compiling
+// (a SyntaxError, or the parser running out of stack on deep nesting) is
+// a failure to compile.
+func (r *run) compile(program string) ([]byte, *Failure) {
+	code, err := r.in.Compile(program, programFile, quickjs.EvalStrict, false)
+	if err == nil {
+		return code, nil
+	}
+	f := r.engineFailure(err)
+	if f != nil && f.Kind == Exception {
+		f.Syntax = true
+		if f.Name != "SyntaxError" {
+			f.Message = "the program is nested too deeply for the engine to compile (" + f.Name + ": " + f.Message + "): flatten it"
+		}
+	}
+	return nil, f
 }
 
 // stackSize leaves a margin below the engine build's C stack (1 MiB, where

@@ -151,9 +151,23 @@ type Request struct {
 	// Bindings are the namespaces the program can call.
 	Bindings []Namespace
 
+	// Fallback, when set, is called when Program is empty or does not
+	// compile, before any program code has run. It returns the program to
+	// compile and run instead (say, the same text after a TypeScript
+	// transform), or ok false to end the run as not compiling, with
+	// Program's syntax error when it had one. It runs on the run's
+	// goroutine; ctx ends when the run does (its deadline, the caller's
+	// cancellation), and so must Fallback.
+	Fallback func(ctx context.Context) (program string, ok bool)
+
 	// Timeout bounds the run; zero means none (the caller's context still
 	// applies).
 	Timeout time.Duration
+
+	// Deadline, when not zero, is when the run ends, in place of Timeout
+	// after Run starts (for a caller that spent part of the budget before
+	// calling Run); Timeout still names the limit in messages.
+	Deadline time.Time
 
 	// MemoryBytes is the engine memory limit; zero means DefaultMemoryBytes.
 	MemoryBytes uint64
@@ -265,7 +279,7 @@ type Failure struct {
 	// Stack is the engine's stack trace of a thrown error, in Program
 	// coordinates.
 	Stack string
-	// Syntax marks a program that did not compile.
+	// Syntax marks a program that did not compile (no code of it ran).
 	Syntax bool
 	// Unawaited marks a failed call the program never awaited.
 	Unawaited bool

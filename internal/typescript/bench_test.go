@@ -1,10 +1,13 @@
 package typescript
 
-import "testing"
+import (
+	"context"
+	"testing"
+)
 
 func BenchmarkCompileSmall(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		if _, err := Compile("return 1"); err != nil {
+		if _, err := Compile(context.Background(), "return 1"); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -22,7 +25,7 @@ for (const o of orders) {
 }
 return Object.entries(totals).map(([customer, cents]) => ({ customer, total: (cents / 100).toFixed(2) }))`
 	for i := 0; i < b.N; i++ {
-		if _, err := Compile(code); err != nil {
+		if _, err := Compile(context.Background(), code); err != nil {
 			b.Fatal(err)
 		}
 	}

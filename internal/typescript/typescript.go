@@ -4,9 +4,11 @@
 package typescript
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
+	"runtime"
 	"strings"
 	"unicode/utf8"
 
@@ -76,11 +78,54 @@ var genericCall = regexp.MustCompile(`[\w$)\]]\s*<` + typeArgs + `(<` + typeArgs
 // ends, assignments, parentheses, or the && and || of an expression.
 const typeArgs = `(?:[^<>;=&|()]|&[^&]|\|[^|])*`
 
-// Compile strips TypeScript syntax with esbuild and wraps the program.
-func Compile(code string) (*Program, error) {
+// transforms bounds the esbuild transforms under way in the process. A
+// transform cannot be stopped, so one whose caller gave up at its deadline
+// goes on until it ends; Check's limits keep that to a fraction of a
+// second, and this keeps abandoned transforms from piling up.
+var transforms = make(chan struct{}, runtime.GOMAXPROCS(0))
+
+// Compile strips TypeScript syntax with esbuild and wraps the program. It
+// checks the program first (see Check) and refuses one over
+// MaxTranspileBytes; it returns ctx's error when ctx ends first.
+func Compile(ctx context.Context, code string) (*Program, error) {
 	if strings.TrimSpace(code) == "" {
 		return nil, &Error{Message: emptyMessage}
 	}
+	if err := Check(code); err != nil {
+		return nil, err
+	}
+	if len(code) > MaxTranspileBytes {
+		return nil, &Error{Message: fmt.Sprintf("the program is %d bytes; TypeScript is compiled only in programs up to %d bytes (128 KiB): write it as plain JavaScript or shorten it", len(code), MaxTranspileBytes)}
+	}
+	select {
+	case transforms <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	type outcome struct {
+		p   *Program
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- outcome{nil, fmt.Errorf("typescript: the compiler failed: %v", p)}
+			}
+			<-transforms
+		}()
+		p, err := transform(code)
+		done <- outcome{p, err}
+	}()
+	select {
+	case o := <-done:
+		return o.p, o.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func transform(code string) (*Program, error) {
 	res := api.Transform(header+code+footer, api.TransformOptions{
 		Loader:         api.LoaderTS,
 		Target:         api.ES2022,

@@ -1,6 +1,7 @@
 package typescript
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
@@ -18,7 +19,7 @@ func TestCompileErrors(t *testing.T) {
 		{"const x = 1\nexport default x", 2, 1, true},
 		{"return (1 +", 1, 12, false},
 	} {
-		_, err := Compile(tc.code)
+		_, err := Compile(context.Background(), tc.code)
 		e, ok := err.(*Error)
 		if !ok {
 			t.Errorf("%q: got %v, want *Error", tc.code, err)
@@ -31,7 +32,7 @@ func TestCompileErrors(t *testing.T) {
 }
 
 func TestCompileStripsTypes(t *testing.T) {
-	p, err := Compile("interface A { x: number }\nconst a: A = { x: 1 }\nreturn a.x as number")
+	p, err := Compile(context.Background(), "interface A { x: number }\nconst a: A = { x: 1 }\nreturn a.x as number")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,177 @@
+package codemode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The host-side steps around the engine are bounded like the engine: each
+// table below gives hostile programs of one class with the kind, the
+// deadline and the size each must keep. Wall-clock bounds are generous (a
+// loaded 2-core machine); they prove a run ended, not how fast.
+
+// TestHostileCompile: compiling is bounded, whatever the program's nesting
+// or size, and runs under the run's deadline and context.
+func TestHostileCompile(t *testing.T) {
+	const timeout = 2 * time.Second
+	rt, err := New(Options{Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	deep := func(open, mid, close string, n int) string {
+		return strings.Repeat(open, n) + mid + strings.Repeat(close, n)
+	}
+	for _, tc := range []struct {
+		name, code string
+		kind       Kind
+		message    string
+	}{
+		// ~200 KB of prefix operators crashed the process in the
+		// TypeScript step; 20,000 took 2.6 s there.
+		{"typescript prefix operators", "let x: number = 1; return " + strings.Repeat("!", 200_000) + "x", ParseError, "nests more than 256"},
+		{"typescript prefix operators, quadratic range", "let x: number = 1; return " + strings.Repeat("!", 20_000) + "x", ParseError, "nests more than 256"},
+		{"javascript prefix operators", "let x = 1; return " + strings.Repeat("!", 200_000) + "x", ParseError, "nests more than 256"},
+		{"typescript brackets", "let x: number = 1; return " + deep("[", "x", "]", 200_000), ParseError, "nests more than 256"},
+		{"javascript parens", "return " + deep("(", "1", ")", 200_000), ParseError, "nests more than 256"},
+		{"nested functions", deep("function f() {", "", "}", 5_000) + "return 1", ParseError, "64 blocks"},
+		{"nested arrows", "const f = " + strings.Repeat("() => ", 5_000) + "1; return 1", ParseError, "64 blocks"},
+		{"too large", "return '" + strings.Repeat("a", 1<<20) + "'", ParseError, "1 MiB"},
+		// An else-if chain separated by semicolons nests in the parsers
+		// but is not counted by the pre-scan (it is cheap in esbuild); the
+		// engine's parser runs out of stack and says so.
+		{"engine parser depth", "let x = 0; " + strings.Repeat("if (x) x; else ", 20_000) + "x = 1; return x", ParseError, "nested too deeply"},
+		// Plain JavaScript over esbuild's limit still runs; with a syntax
+		// error it gets the engine's message.
+		{"large javascript syntax error", "const a = '" + strings.Repeat("a", 200_000) + "'\nreturn a.length +* 2", ParseError, ""},
+		{"large typescript", "const a: string = '" + strings.Repeat("a", 200_000) + "'\nreturn a.length", ParseError, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			res, err := rt.Execute(context.Background(), tc.code)
+			elapsed := time.Since(start)
+			if err != nil {
+				t.Fatalf("Execute: %v", err)
+			}
+			if res.OK || res.Error.Kind != tc.kind || !strings.Contains(res.Error.Message, tc.message) {
+				t.Fatalf("got %s, want %s containing %q", brief(res), tc.kind, tc.message)
+			}
+			if elapsed > timeout+time.Second {
+				t.Errorf("took %v, past the %v timeout", elapsed, timeout)
+			}
+			t.Logf("%v: %s", elapsed.Round(time.Millisecond), brief(res))
+		})
+	}
+	res, err := rt.Execute(context.Background(), "const a = '"+strings.Repeat("a", 200_000)+"'\nreturn a.length")
+	if err != nil || !res.OK || string(res.Value) != "200000" {
+		t.Errorf("a 200 KB JavaScript program: got %s, %v", brief(res), err)
+	}
+	res, _ = rt.Execute(context.Background(), "const a: string = '"+strings.Repeat("a", 200_000)+"'\nreturn a.length")
+	if res.OK || !strings.Contains(strings.Join(res.Error.Suggestions, " "), "TypeScript syntax is accepted only in programs up to") {
+		t.Errorf("a 200 KB TypeScript program: got %s, want the size suggestion", brief(res))
+	}
+}
+
+// TestCompileUnderDeadline: the largest, slowest program the pre-scan
+// accepts still ends at the run's deadline, and at the caller's
+// cancellation, while esbuild works on it.
+func TestCompileUnderDeadline(t *testing.T) {
+	// Functions nested 60 deep, repeated to esbuild's 128 KiB limit: the
+	// costliest shape for its parser that the pre-scan lets through.
+	one := "{" + strings.Repeat("function f(a: number) {", 60) + strings.Repeat("}", 60) + "}\n"
+	code := strings.Repeat(one, (128<<10)/len(one)) + "return 1"
+	rt, err := New(Options{Timeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	start := time.Now()
+	res, err := rt.Execute(context.Background(), code)
+	elapsed := time.Since(start)
+	if err != nil || res.OK || res.Error.Kind != TimeoutExceeded {
+		t.Fatalf("got %s, %v; want TimeoutExceeded", brief(res), err)
+	}
+	t.Logf("timed out after %v", elapsed)
+	if elapsed > time.Second {
+		t.Errorf("ended %v after a 20ms timeout", elapsed)
+	}
+
+	// (The engine needs more than the default 64 MiB to compile it.)
+	patient, err := New(Options{MaxMemoryBytes: 512 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer patient.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	res, err = patient.Execute(ctx, code)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %s, %v; want the context's error", brief(res), err)
+	}
+	if elapsed := time.Since(start); elapsed > time.Second {
+		t.Errorf("ended %v after the caller's 20ms deadline", elapsed)
+	}
+	// Given time, the same program compiles and runs.
+	res, err = patient.Execute(context.Background(), code)
+	if err != nil || !res.OK || string(res.Value) != "1" {
+		t.Errorf("with time: got %s, %v", brief(res), err)
+	}
+}
+
+// TestProgramRunsOnce: only a failure to compile sends a program to the
+// TypeScript path; a program never runs twice, and one that closes its
+// wrapper is refused before anything runs.
+func TestProgramRunsOnce(t *testing.T) {
+	var calls atomic.Int64
+	count := Tool{Description: "counts", Run: func(context.Context, json.RawMessage) (any, error) {
+		calls.Add(1)
+		return 1, nil
+	}}
+	rt, err := New(Options{Tools: Tools{"t": Tools{"count": count}}, MaxToolCalls: 3, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	for _, tc := range []struct {
+		name, code string
+		kind       Kind
+		calls      int64
+	}{
+		// Breaking out of the wrapper and throwing a SyntaxError at run
+		// time made the runtime take the program for TypeScript and run
+		// it again: the tools ran 6 times while the audit listed 3.
+		{"wrapper break", "})(); for (let i = 0; i < 3; i++) tools.t.count({}); throw new SyntaxError('x'); (async () => {", ParseError, 0},
+		{"runtime SyntaxError", "for (let i = 0; i < 3; i++) await tools.t.count({}); JSON.parse('{')", ExecutionFailure, 3},
+		{"thrown SyntaxError", "for (let i = 0; i < 3; i++) await tools.t.count({}); throw new SyntaxError('mine')", ExecutionFailure, 3},
+		{"typescript runtime SyntaxError", "const n: number = 3; for (let i = 0; i < n; i++) await tools.t.count({}); JSON.parse('{')", ExecutionFailure, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls.Store(0)
+			res, err := rt.Execute(context.Background(), tc.code)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.OK || res.Error.Kind != tc.kind {
+				t.Fatalf("got %s, want %s", brief(res), tc.kind)
+			}
+			if got := calls.Load(); got != tc.calls || int64(len(res.ToolCalls)) != tc.calls {
+				t.Errorf("the tool ran %d times and the audit lists %d; want %d", got, len(res.ToolCalls), tc.calls)
+			}
+		})
+	}
+}
+
+// brief renders a Result for a failure message, cut to a readable size.
+func brief(res Result) string {
+	b, _ := json.Marshal(res)
+	if len(b) > 400 {
+		return string(b[:400]) + "…"
+	}
+	return string(b)
+}
