@@ -39,6 +39,13 @@ func FuzzExecute(f *testing.F) {
 		"while (true) {}", "return tools", "throw null", "return await tools.ns.echo({ a: [1, { b: 2 }] })",
 		"const a = []; for (;;) a.push(a.length)", "return new Proxy({}, { get() { throw 1 } })",
 		"let x: number = 1; return x as unknown", "}); globalThis.x = 1; (() => {", "/*", "`${",
+		// Deep nesting around the pre-scan's limits, in both languages.
+		"let x: number = 1; return " + strings.Repeat("!", 300) + "x",
+		"return " + strings.Repeat("[", 250) + "1" + strings.Repeat("]", 250),
+		strings.Repeat("function f(a: number) {", 63) + strings.Repeat("}", 63) + "return 1",
+		"let x = 0; " + strings.Repeat("if (x) x; else ", 2000) + "x = 1; return x",
+		"x = {} /})(); y; (async () => { 1 /1",
+		`const e = new ToolError("x"); e.kind = "TimeoutExceeded"; throw e`,
 	} {
 		f.Add(s)
 	}

@@ -195,3 +195,37 @@ func TestCheckBoundsTranspiler(t *testing.T) {
 		})
 	}
 }
+
+// FuzzCheck: Check never panics, and a program it accepts stays inside
+// its wrapper as esbuild parses it: esbuild's output is one wrapped
+// function whose body closes nothing it did not open.
+func FuzzCheck(f *testing.F) {
+	for _, s := range []string{
+		"return 1", "})(); x = 1; (async () => {", "x = {} /})(); y; (async () => { 1 /1",
+		"f = function () {} /})(); y; (async () => { 1 /1", "if (x) /'/; !!x; '", "a\n/ b / c",
+		"return `${`${'}'}`}`", "x <!-- })();\n--> })();\nreturn 1", "let x: Array<number> = []; return x!.length / 2",
+		"return await / 1 /", "}", "{", "/*", "`${", "return /[/]/.test('/')", "label: { break label }",
+		strings.Repeat("(", 300) + strings.Repeat(")", 300), strings.Repeat("function f() {", 70) + strings.Repeat("}", 70),
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, code string) {
+		if Check(code) != nil || len(code) > MaxTranspileBytes || strings.TrimSpace(code) == "" {
+			return
+		}
+		p, err := transform(code)
+		if err != nil {
+			return // a syntax error: esbuild stopped there
+		}
+		body, ok := strings.CutPrefix(p.Script, "(async () => {")
+		if ok {
+			body, ok = strings.CutSuffix(body, "})();\n")
+		}
+		if !ok {
+			t.Fatalf("esbuild's output is not one wrapped function:\n%s", p.Script)
+		}
+		if e := Check(body); e != nil && strings.Contains(e.Message, "never opened") {
+			t.Fatalf("the program closes its wrapper, and Check accepted it:\n%s", code)
+		}
+	})
+}
