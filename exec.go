@@ -277,15 +277,17 @@ func (ex *execution) result(sr sandbox.Result) Result {
 // from the start while they fit, then one marker line.
 func (rt *Runtime) applyBudget(res *Result, valueBytes int, logs []string, dropped int) {
 	budget, limited := rt.outputBudget()
+	if d := res.Error; d != nil && limited && len(d.Message) > budget {
+		// A failure has no value; its message, which may hold anything the
+		// program threw (or a tool path it made up), is held to the
+		// budget a value would have. The logs keep their own share, as the
+		// contract says a failure's message is not cut to make room for
+		// them.
+		d.Message = cutUTF8(d.Message, budget) + fmt.Sprintf("… [truncated: the message is %d bytes, over the %d-byte output limit]", len(d.Message), budget)
+		res.Truncated = true
+	}
 	if res.OK && limited && valueBytes > budget {
-		cut := budget
-		if cut > len(res.Value) {
-			cut = len(res.Value)
-		}
-		for cut > 0 && !utf8.RuneStart(res.Value[cut]) {
-			cut--
-		}
-		s := string(res.Value[:cut]) + fmt.Sprintf("… [truncated: the result is %d bytes of JSON, over the %d-byte output limit; return less]", valueBytes, budget)
+		s := cutUTF8(string(res.Value), budget) + fmt.Sprintf("… [truncated: the result is %d bytes of JSON, over the %d-byte output limit; return less]", valueBytes, budget)
 		res.Value, _ = json.Marshal(s)
 		res.Truncated = true
 		budget = 0
@@ -311,6 +313,17 @@ func (rt *Runtime) applyBudget(res *Result, valueBytes int, logs []string, dropp
 	if len(kept) > 0 {
 		res.Logs = kept
 	}
+}
+
+// cutUTF8 returns s's first n bytes at most, cut at a character boundary.
+func cutUTF8(s string, n int) string {
+	if n >= len(s) {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // diagnose maps a sandbox failure to a Diagnostic.
@@ -341,7 +354,7 @@ func (ex *execution) diagnose(f *sandbox.Failure) *Diagnostic {
 		switch {
 		case f.Deadlock:
 			d.Suggestions = []string{"A promise the program awaits can never settle. Make sure every promise you create is resolved or rejected."}
-		case f.Code != "" && isKind(f.Code):
+		case callKinds[Kind(f.Code)]:
 			d.Kind = Kind(f.Code)
 			d.Suggestions = ex.suggestFor(d.Kind, f.Member)
 			if f.Unawaited {
@@ -390,6 +403,18 @@ func (ex *execution) suggestFor(k Kind, member string) []string {
 	return nil
 }
 
+// callKinds are the kinds a failed tool call carries into a Diagnostic.
+// The others (TimeoutExceeded, ParseError, ...) come only from the run
+// itself, never from a value the program threw.
+var callKinds = map[Kind]bool{
+	UnknownTool: true, InvalidToolInput: true, InvalidToolOutput: true, InvalidDataValue: true,
+	ToolCallLimitExceeded: true, ToolFailure: true,
+}
+
+// maxSuggestName is the longest unknown name compared by edit distance:
+// the comparison costs its length times each tool name's, after the run.
+const maxSuggestName = 128
+
 // nearTools suggests tool paths close to a wrong one.
 func (rt *Runtime) nearTools(member string, n int) []string {
 	type cand struct {
@@ -402,9 +427,11 @@ func (rt *Runtime) nearTools(member string, n int) []string {
 		last = member[i+1:]
 	}
 	for _, e := range rt.tools {
-		d := editDistance(member, e.name)
+		d := len(member)
 		if e.path[len(e.path)-1] == last {
 			d = 0
+		} else if len(member) <= maxSuggestName && abs(len(member)-len(e.name)) <= len(member)/3+1 {
+			d = editDistance(member, e.name)
 		}
 		if d > len(member)/3+1 {
 			continue
@@ -421,6 +448,13 @@ func (rt *Runtime) nearTools(member string, n int) []string {
 		out = append(out, best[i].path)
 	}
 	return out
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
 }
 
 func editDistance(a, b string) int {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -174,4 +175,87 @@ func brief(res Result) string {
 		return string(b[:400]) + "…"
 	}
 	return string(b)
+}
+
+// TestHostileDiagnosis: what happens after a run (suggestions, reading the
+// thrown value) is bounded and inside the deadline, and a program cannot
+// pass its own errors off as the host's diagnostics.
+func TestHostileDiagnosis(t *testing.T) {
+	tools := Tools{}
+	for i := 0; i < 200; i++ {
+		tools[fmt.Sprintf("ns%d", i)] = Tools{"lookupCustomerOrders": Tool{Description: "x", Run: func(context.Context, json.RawMessage) (any, error) { return 1, nil }}}
+	}
+	const timeout = time.Second
+	rt, err := New(Options{Tools: tools, Timeout: timeout, MaxOutputBytes: 20_000, MaxMemoryBytes: 256 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	for _, tc := range []struct {
+		name, code string
+		kind       Kind
+	}{
+		// An edit distance of the whole name against every tool took 23 s.
+		{"long unknown tool", `await tools["x".repeat(300000)]({})`, UnknownTool},
+		{"long unknown nested tool", `await tools.ns1["lookupCustomerOrders" + "x".repeat(300000)]({})`, UnknownTool},
+		// A forged kind with a 1,000,000-character member took 67 s.
+		{"forged kind and member", `const e = new Error("x"); e.kind = "UnknownTool"; e.tool = "y".repeat(1000000); throw e`, ExecutionFailure},
+		{"forged kind on a ToolError", `const e = new ToolError("x"); e.kind = "UnknownTool"; e.tool = "y".repeat(1000000); throw e`, ExecutionFailure},
+		{"forged timeout", `const e = new Error("slow"); e.kind = "TimeoutExceeded"; throw e`, ExecutionFailure},
+		{"forged memory", `const e = new ToolError("big"); e.kind = "MemoryLimitExceeded"; throw e`, ExecutionFailure},
+		// A real call failure keeps the kind it was made with.
+		{"relabelled call failure", `try { await tools.nope({}) } catch (e) { e.kind = "TimeoutExceeded"; e.tool = "z".repeat(1000000); throw e }`, UnknownTool},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			res, err := rt.Execute(context.Background(), tc.code)
+			elapsed := time.Since(start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.OK || res.Error.Kind != tc.kind {
+				t.Fatalf("got %s, want %s", brief(res), tc.kind)
+			}
+			if b, _ := json.Marshal(res); len(b) > 25_000 {
+				t.Errorf("the Result is %d bytes with MaxOutputBytes 20,000", len(b))
+			}
+			if elapsed > timeout+time.Second {
+				t.Errorf("took %v with a %v timeout", elapsed, timeout)
+			}
+			t.Logf("%v", elapsed.Round(time.Millisecond))
+		})
+	}
+}
+
+// TestOutputBudgetCoversFailures: MaxOutputBytes bounds a failed run's
+// Result too: error messages, names, thrown strings, tool paths.
+func TestOutputBudgetCoversFailures(t *testing.T) {
+	rt, err := New(Options{MaxOutputBytes: 20_000, MaxMemoryBytes: 512 << 20, Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	for name, code := range map[string]string{
+		"error message":     `throw new Error("x".repeat(2e7))`,
+		"error name":        `const e = new Error("m"); e.name = "N".repeat(2e7); throw e`,
+		"thrown string":     `throw "s".repeat(2e7)`,
+		"thrown object":     `throw { big: "o".repeat(2e7) }`,
+		"unknown tool path": `await tools["p".repeat(2e7)]({})`,
+		"rejected promise":  `await Promise.reject(new TypeError("r".repeat(2e7)))`,
+		"tool error caught and rethrown with a long message": `try { await tools.nope({}) } catch (e) { e.message = "q".repeat(2e7); throw e }`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			res, err := rt.Execute(context.Background(), code)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := json.Marshal(res)
+			if res.OK || len(b) > 21_000 {
+				t.Errorf("got %d bytes, want a failure of at most about 20,000: %s", len(b), brief(res))
+			}
+			if strings.Contains(res.Error.Message, "[truncated") != res.Truncated {
+				t.Errorf("a cut message must set Truncated: %s", brief(res))
+			}
+		})
+	}
 }

@@ -27,8 +27,9 @@ type Options struct {
 	// plus each log line and a newline. Going over never fails a run: an
 	// oversized value becomes a string holding its cut serialization and a
 	// marker, logs are kept from the start until the budget is spent and
-	// then a marker line, and Truncated is set. Zero means no limit; a
-	// negative value means a budget of zero bytes.
+	// then a marker line, and Truncated is set. A failed run's message is
+	// cut to the budget the same way (it does not reduce the logs' share).
+	// Zero means no limit; a negative value means a budget of zero bytes.
 	MaxOutputBytes int
 
 	// MaxMemoryBytes is the engine memory each run may allocate; beyond it

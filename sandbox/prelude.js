@@ -166,9 +166,18 @@
     return null;
   };
 
+  // As node's util.inspect: strings inside a value show their first
+  // 10,000 characters (so a huge one costs nothing to describe).
+  const MAX_STRING = 10000;
+  const quoteShort = (s) => {
+    if (s.length <= MAX_STRING) return quote(s);
+    const rest = s.length - MAX_STRING;
+    return quote(stringSlice(s, 0, MAX_STRING)) + "... " + rest + " more character" + (rest > 1 ? "s" : "");
+  };
+
   function inspect(value, depth, seen, indent) {
     switch (typeof value) {
-      case "string": return depth === 0 ? value : quote(value);
+      case "string": return depth === 0 ? value : quoteShort(value);
       case "number": return formatNumber(value);
       case "bigint": return bigintToString(value) + "n";
       case "boolean": return value ? "true" : "false";
@@ -393,12 +402,18 @@
   const callIds = new WeakMapCtor(); // call promise -> call id
   const namespaces = []; // index -> { name, errorClass, dataKind, tree }
 
+  // hostErrors remembers the errors made here for failed calls, with the
+  // kind and member they were made with: only those are reported to the
+  // host as call failures, whatever a program sets on its own errors (or
+  // later on these).
+  const hostErrors = new WeakMapCtor();
   const makeError = (ns, name, kind, message) => {
     const C = ns.errorClass;
     const e = C ? new C(message) : new ErrorCtor(message);
     if (C) {
       defineProperty(e, "kind", { __proto__: null, value: kind, writable: true, enumerable: true, configurable: true });
       defineProperty(e, ns.member, { __proto__: null, value: name, writable: true, enumerable: true, configurable: true });
+      weakSet(hostErrors, e, { __proto__: null, kind, member: name });
     }
     return e;
   };
@@ -699,11 +714,10 @@
         d.message = StringCtor(e.message);
         const s = e.stack;
         if (typeof s === "string") d.stack = s;
-        for (const ns of namespaces) {
-          if (ns.errorClass && e instanceof ns.errorClass) {
-            d.kind = StringCtor(e.kind);
-            d.member = StringCtor(e[ns.member]);
-          }
+        const made = weakGet(hostErrors, e);
+        if (made !== undefined) {
+          d.kind = made.kind;
+          d.member = made.member;
         }
       } else {
         d.message = inspect(e, 0, [], "");
