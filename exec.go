@@ -25,7 +25,16 @@ type execution struct {
 	calls    []ToolCall
 	admitted int
 	frozen   bool // the Result was taken; late admissions are not audited
+	// pending counts the admitted calls not yet finished (running or
+	// waiting for a slot), and pendingBytes their inputs.
+	pending, pendingBytes int
 }
+
+// maxPendingCalls bounds the calls of one run that are admitted and not
+// finished. Each holds a goroutine and its input until it ends; without a
+// bound, `for (;;) tools.x({})` queued calls until the host ran out of
+// memory. Inputs waiting at once are bounded by the run's memory limit.
+const maxPendingCalls = 10_000
 
 const toolErrorMember = "tool"
 
@@ -174,6 +183,15 @@ func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
 	}
 
 	ex.mu.Lock()
+	if ex.pending >= maxPendingCalls || int64(ex.pendingBytes+len(c.Input)) > ex.rt.opts.MaxMemoryBytes {
+		n, b := ex.pending, ex.pendingBytes
+		ex.mu.Unlock()
+		return nil, &sandbox.CallError{Kind: string(ToolCallLimitExceeded),
+			Message: fmt.Sprintf("%s was not called: %d calls with %d bytes of input are already waiting or running, and a run may have at most %d calls and %d bytes of input under way; await calls before starting more",
+				jsPath(c.Path), n, b, maxPendingCalls, ex.rt.opts.MaxMemoryBytes)}
+	}
+	ex.pending++
+	ex.pendingBytes += len(c.Input)
 	index := ex.admitted
 	ex.admitted++
 	if !ex.frozen {
@@ -183,8 +201,17 @@ func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
 	slot := ex.limiter.enqueue()
 	input := c.Input
 	return func(ctx context.Context) (json.RawMessage, error) {
+		defer ex.finished(len(input))
 		return ex.perform(ctx, slot, index, name, input, run)
 	}, nil
+}
+
+// finished retires a call from the pending counts.
+func (ex *execution) finished(inputBytes int) {
+	ex.mu.Lock()
+	ex.pending--
+	ex.pendingBytes -= inputBytes
+	ex.mu.Unlock()
 }
 
 // perform runs an admitted call once it has a concurrency slot.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -255,6 +256,83 @@ func TestOutputBudgetCoversFailures(t *testing.T) {
 			}
 			if strings.Contains(res.Error.Message, "[truncated") != res.Truncated {
 				t.Errorf("a cut message must set Truncated: %s", brief(res))
+			}
+		})
+	}
+}
+
+// TestQueuedWorkBounded: calls a program starts and never awaits cannot
+// grow the host without bound, and the deadline holds while it tries.
+func TestQueuedWorkBounded(t *testing.T) {
+	slow := Tool{Description: "slow", Run: func(ctx context.Context, _ json.RawMessage) (any, error) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+		}
+		return nil, ctx.Err()
+	}}
+	const timeout = 3 * time.Second
+	for _, tc := range []struct {
+		name, code string
+		memory     int64
+		// heap bounds the Go heap's growth during the run.
+		heap uint64
+	}{
+		// ~120,000 queued calls and 800 MB before.
+		{"call loop", `for (;;) tools.x.slow({})`, 0, 300 << 20},
+		// Pending inputs are bounded by the run's memory limit: with 8 MiB,
+		// a fifth 2 MB input is refused while the first four are under way.
+		// (A 20 MB input passed to a slow tool in a loop grew the heap past
+		// 1.2 GB.)
+		{"large inputs", `const big = "x".repeat(2e6); let refused = 0
+			for (let i = 0; i < 20; i++) tools.x.slow({ big }).catch((e) => { if (e.kind === "ToolCallLimitExceeded") refused++ })
+			await new Promise((r) => setTimeout(r, 50)); throw new Error("refused " + refused)`, 8 << 20, 100 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt, err := New(Options{Tools: Tools{"x": Tools{"slow": slow}}, Timeout: timeout, MaxMemoryBytes: tc.memory})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rt.Close()
+			var peak atomic.Uint64
+			stop := make(chan struct{})
+			var before runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			go func() {
+				var m runtime.MemStats
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(20 * time.Millisecond):
+					}
+					runtime.ReadMemStats(&m)
+					if m.HeapAlloc > peak.Load() {
+						peak.Store(m.HeapAlloc)
+					}
+				}
+			}()
+			start := time.Now()
+			res, err := rt.Execute(context.Background(), tc.code)
+			elapsed := time.Since(start)
+			close(stop)
+			if err != nil {
+				t.Fatal(err)
+			}
+			growth := uint64(0)
+			if p := peak.Load(); p > before.HeapAlloc {
+				growth = p - before.HeapAlloc
+			}
+			t.Logf("%v, heap +%d MiB: %s", elapsed.Round(time.Millisecond), growth>>20, brief(res))
+			if growth > tc.heap {
+				t.Errorf("the heap grew %d MiB, want at most %d", growth>>20, tc.heap>>20)
+			}
+			if elapsed > timeout+time.Second {
+				t.Errorf("took %v with a %v timeout", elapsed, timeout)
+			}
+			if tc.memory != 0 && (res.OK || res.Error.Message != "Error: refused 16") {
+				t.Errorf("got %s, want 16 calls refused for their pending input", brief(res))
 			}
 		})
 	}

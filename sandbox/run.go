@@ -103,6 +103,7 @@ type run struct {
 	inflight    map[int]context.CancelFunc
 	early       []completion // received by awaitQuick for another call
 	paths       []callPath   // registered by the prelude (OP_PATH); a path's id is its index + 1
+	pathBytes   int          // JSON bytes of the paths registered so far
 	failure     string       // the {kind, message} of the last call decided at once as failed
 	callSeq     int          // the last call's id
 	timers      map[int]time.Time
@@ -747,6 +748,13 @@ func (r *run) registerPath(nsIndex int, pathJSON string) int {
 	if nsIndex < 0 || nsIndex >= len(r.req.Bindings) {
 		return 0
 	}
+	// Paths are kept for the whole run; names the program makes up (a
+	// million-character one in a loop) must not grow the host without
+	// bound.
+	r.pathBytes += len(pathJSON)
+	if r.pathBytes > maxPathBytes {
+		return 0
+	}
 	var path []string
 	if json.Unmarshal([]byte(pathJSON), &path) != nil {
 		return 0
@@ -754,6 +762,10 @@ func (r *run) registerPath(nsIndex int, pathJSON string) int {
 	r.paths = append(r.paths, callPath{ns: nsIndex, path: path, key: strings.Join(path, "\x00")})
 	return len(r.paths)
 }
+
+// maxPathBytes bounds the JSON of the member paths one run registers: far
+// more than any tool tree's paths, far less than host memory.
+const maxPathBytes = 4 << 20
 
 // lookupPath returns the registered path with id, or nil.
 func (r *run) lookupPath(id int) *callPath {
@@ -830,7 +842,7 @@ func (r *run) startCall(id, pathID int, input string) (result string, state int)
 	}
 	p := r.lookupPath(pathID)
 	if p == nil {
-		return refuse("Error", "unknown call path")
+		return refuse("Error", "the call names no usable path: a run may name at most 4 MiB of distinct member paths")
 	}
 	if err := CheckData([]byte(input), "the input"); err != nil {
 		return refuse(r.dataKind(p.ns), err.Error())

@@ -32,6 +32,9 @@ func hostCall(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = 0
 		return
 	}
+	// A program that calls the host in a loop reaches the host far more
+	// often than a fuel tick: stop it here too.
+	in.stopIfDone()
 	name, ok := mod.Memory().Read(namePtr, nameLen)
 	if !ok {
 		stack[0] = 0

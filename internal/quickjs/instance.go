@@ -270,6 +270,13 @@ var errKill = errors.New("quickjs: killed")
 // tick runs in the guest's goroutine every fuelPerTick loop iterations.
 func (in *Instance) tick() {
 	in.ticks.Add(1)
+	in.stopIfDone()
+}
+
+// stopIfDone unwinds the guest (see errKill) once the instance was killed
+// or its deadline passed. It runs on the guest's goroutine, inside a call
+// from the guest.
+func (in *Instance) stopIfDone() {
 	if in.killed.Load() || in.pastDeadline() {
 		in.killed.Store(true)
 		panic(errKill)
