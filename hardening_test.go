@@ -337,3 +337,77 @@ func TestQueuedWorkBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestPreludeUnreachable: stack-trace hooks hand a program no function of
+// the prelude's or the host's, wherever its stack passes through them.
+func TestPreludeUnreachable(t *testing.T) {
+	echo := Tool{Description: "echo", Run: func(_ context.Context, in json.RawMessage) (any, error) { return in, nil }}
+	rt, err := New(Options{Tools: Tools{"t": Tools{"echo": echo}}, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	res, err := rt.Execute(context.Background(), `
+		const found = []
+		let frames = 0
+		const look = () => {
+			Error.prepareStackTrace = (e, sites) => {
+				for (const s of sites) { frames++; if (s.getFunction() !== undefined) found.push(s.getFunctionName() || "?") }
+				return ""
+			}
+			void new Error().stack
+			Error.captureStackTrace({})
+		}
+		const spy = { get a() { look(); return 1 }, toJSON() { look(); return { b: 1 } } }
+		console.log(spy)                       // inside the prelude's formatter
+		String(new Date())                     // a prelude-wrapped builtin
+		URL.prototype; look()                  // after the lazy URL load
+		await tools.t.echo({ get x() { look(); return 1 } })
+		Promise.race([tools.t.echo({}), { then(r) { look(); r(1) } }])
+		try { await tools.t.echo(spy) } catch {}
+		JSON.stringify(spy)
+		Error.prepareStackTrace = undefined
+		return { found, frames, value: spy }`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Found  []string `json:"found"`
+		Frames int      `json:"frames"`
+	}
+	if !res.OK || json.Unmarshal(res.Value, &got) != nil || len(got.Found) != 0 || got.Frames == 0 {
+		t.Errorf("got %s, want no frame whose function is reachable", brief(res))
+	}
+	// The Error class's own hook still works for programs.
+	res, _ = rt.Execute(context.Background(), `Error.prepareStackTrace = (e, s) => "custom " + s.length; return new Error("x").stack.startsWith("custom")`)
+	if !res.OK || string(res.Value) != "true" {
+		t.Errorf("prepareStackTrace: got %s", brief(res))
+	}
+}
+
+// TestClockStartsWithTheRun: performance.now() counts from the run's
+// start, not from when its prepared instance booted.
+func TestClockStartsWithTheRun(t *testing.T) {
+	rt, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	for i := 0; i < 3; i++ { // the second run on a configuration prepares spares
+		if _, err := rt.Execute(context.Background(), `return 1`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // the spare instance ages
+	res, err := rt.Execute(context.Background(), `return [performance.now(), performance.timeOrigin]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var now []float64
+	if !res.OK || json.Unmarshal(res.Value, &now) != nil || len(now) != 2 {
+		t.Fatalf("got %s", brief(res))
+	}
+	if now[0] < 0 || now[0] > 250 {
+		t.Errorf("performance.now() at the program's start = %v ms, want the time since the run began", now[0])
+	}
+}

@@ -108,6 +108,24 @@
   lockConstructor(getPrototypeOf(function* () {}), "GeneratorFunction");
   lockConstructor(getPrototypeOf(async function* () {}), "AsyncGeneratorFunction");
   defineProperty(G, "Function", { value: LockedFunction, writable: true, enumerable: false, configurable: true });
+
+  // Error.prepareStackTrace hands a formatter the stack's CallSites, whose
+  // getFunction() returns each frame's function: the prelude's own
+  // closures (and the host function) when the stack passes through them.
+  // As V8 does for strict code, getFunction answers undefined.
+  {
+    const saved = ErrorCtor.prepareStackTrace;
+    let sites;
+    ErrorCtor.prepareStackTrace = (e, cs) => { sites = cs; return ""; };
+    void new ErrorCtor().stack;
+    ErrorCtor.prepareStackTrace = saved;
+    if (sites && sites.length > 0) {
+      defineProperty(getPrototypeOf(sites[0]), "getFunction", {
+        value: { getFunction() { return undefined; } }.getFunction,
+        writable: false, enumerable: false, configurable: false,
+      });
+    }
+  }
   for (const name of ["eval", "SharedArrayBuffer", "Atomics", "WebAssembly", "InternalError"]) {
     delete G[name];
   }

@@ -217,6 +217,7 @@ func (r *run) execute() *Failure {
 	r.b, r.ctl = b, b.ctl
 	in.SetHost(r.host)
 	in.SetDeadline(r.deadline)
+	in.RestartClock()
 	r.mu.Lock()
 	r.in = in
 	expired := r.expiry != ""
@@ -518,6 +519,11 @@ func (r *run) settleValue() *Failure {
 		return &Failure{Kind: InvalidOutput, Message: d.Message, Name: d.Name}
 	}
 	text := out[1:]
+	// The prelude checked the value while serializing it; check the text
+	// again here, where no program code can reach the checker.
+	if err := CheckData([]byte(text), "the result"); err != nil {
+		return &Failure{Kind: InvalidOutput, Message: err.Error()}
+	}
 	var f *Failure
 	if max := r.req.MaxOutputBytes; max > 0 && len(text) > max {
 		cut := max

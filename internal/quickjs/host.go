@@ -120,6 +120,9 @@ func wasiClockTimeGet(ctx context.Context, mod api.Module, stack []uint64) {
 	case 1, 2, 3: // monotonic, process and thread CPU time
 		if in != nil {
 			ns = int64(time.Since(in.born))
+			if !in.originRead {
+				in.origin, in.originRead = ns, true
+			}
 		}
 	default:
 		stack[0] = wasiErrnoInval

@@ -92,6 +92,8 @@ type Instance struct {
 	dead   bool
 
 	born       time.Time
+	origin     int64 // the first monotonic reading, performance.now's origin
+	originRead bool
 	seedJitter int64
 	rng        *rand.ChaCha8
 	stderr     []byte
@@ -325,6 +327,14 @@ func (in *Instance) mustCall(f export, args ...uint64) uint32 {
 // SetHost replaces the function serving host-function calls, so an
 // instance prepared ahead of time can serve the run that takes it.
 func (in *Instance) SetHost(h HostFunc) { in.host = h }
+
+// RestartClock makes the monotonic clock read as it did when the engine
+// first read it, so performance.now() starts again from zero: a program
+// learns nothing from it about when its instance was prepared (and so
+// when earlier runs ended).
+func (in *Instance) RestartClock() {
+	in.born = time.Now().Add(-time.Duration(in.origin))
+}
 
 // Dead reports whether the instance can no longer run code.
 func (in *Instance) Dead() bool { return in.dead }
