@@ -2,7 +2,6 @@ package openapi
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -118,7 +117,7 @@ func (b *builder) scheme(name string) (scheme, string) {
 type applied struct {
 	headers []string // header names that carry a credential
 	query   []string // query parameter names that carry a credential
-	secrets []string // every secret value sent, in the forms it was sent
+	secrets []string // every secret value sent (redact.New derives the encodings)
 }
 
 // authorize picks the first alternative whose every scheme has a
@@ -214,8 +213,10 @@ func (a *applied) apply(req *http.Request, s scheme, c Credential) {
 	case "basic":
 		req.SetBasicAuth(c.Username, c.Password)
 		a.headers = append(a.headers, "Authorization")
-		a.secrets = append(a.secrets, c.Password,
-			base64.StdEncoding.EncodeToString([]byte(c.Username+":"+c.Password)))
+		// The username is a secret too: Stripe-style APIs send the key as
+		// the username with an empty password. The pair is what is sent
+		// (base64 in the header); an upstream may echo any of the three.
+		a.secrets = append(a.secrets, c.Username, c.Password, c.Username+":"+c.Password)
 	case "apiKey":
 		key := c.Key
 		if key == "" {

@@ -16,6 +16,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/internal/redact"
 )
 
 // client is the HTTP side shared by the tools of one API.
@@ -38,15 +39,12 @@ func newClient(opts Options) *client {
 	// Hosts put API keys in static headers too; those get the same care
 	// as the security schemes' credentials.
 	for name, vs := range opts.Headers {
-		if !sensitiveHeader(name) {
+		if !redact.SensitiveName(name) {
 			continue
 		}
 		c.static.headers = append(c.static.headers, name)
 		for _, v := range vs {
-			c.static.secrets = append(c.static.secrets, v)
-			if f := strings.Fields(v); len(f) > 1 {
-				c.static.secrets = append(c.static.secrets, f[len(f)-1]) // "Bearer <token>"
-			}
+			c.static.secrets = append(c.static.secrets, redact.HeaderSecrets(v)...)
 		}
 	}
 	var hc http.Client
@@ -103,17 +101,6 @@ func stripOnRedirect(next func(*http.Request, []*http.Request) error) func(*http
 		}
 		return nil
 	}
-}
-
-// sensitiveHeader guesses whether a static header carries a credential.
-func sensitiveHeader(name string) bool {
-	n := strings.ToLower(name)
-	for _, w := range []string{"auth", "key", "token", "secret", "cookie", "session", "password"} {
-		if strings.Contains(n, w) {
-			return true
-		}
-	}
-	return false
 }
 
 func sameOrigin(a, b *url.URL) bool {
@@ -174,7 +161,7 @@ func (o *operation) run(ctx context.Context, raw json.RawMessage) (any, error) {
 	}
 	a.headers = append(a.headers, o.c.static.headers...)
 	a.secrets = append(a.secrets, o.c.static.secrets...)
-	red := newRedactor(a.secrets)
+	red := redact.New(a.secrets...)
 	resp, err := o.c.http.Do(req.WithContext(context.WithValue(ctx, appliedKey{}, a)))
 	if err != nil {
 		return nil, o.networkError(ctx, req, err, red)
@@ -337,7 +324,7 @@ func (o *operation) baseURL() (*url.URL, error) {
 // networkError reports a failed exchange without the URL's query (where
 // credentials may be) or any secret. A cancelled or expired run is not the
 // API's failure: its own error is returned, which the runtime reports.
-func (o *operation) networkError(ctx context.Context, req *http.Request, err error, red *redactor) error {
+func (o *operation) networkError(ctx context.Context, req *http.Request, err error, red *redact.Redactor) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -352,6 +339,6 @@ func (o *operation) networkError(ctx context.Context, req *http.Request, err err
 	}
 	u := *req.URL
 	u.RawQuery, u.User, u.Fragment = "", nil, ""
-	detail := clean(red.redact(err.Error()), 200)
+	detail := clean(err.Error(), 200, red)
 	return codemode.ToolErrorf("%s %s %s: %s", o.method, u.String(), what, detail)
 }

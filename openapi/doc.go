@@ -77,7 +77,7 @@
 // # Credentials
 //
 // Credentials never appear in an input schema, a signature, a result or
-// an error message. An operation's security requirements (its own, else
+// an error message (see Responses for how that is kept). An operation's security requirements (its own, else
 // the document's) are alternatives tried in order; every scheme of one
 // alternative is needed; an empty requirement {} allows an anonymous call.
 // Supported schemes: http bearer, http basic, apiKey in a header or the
@@ -100,7 +100,17 @@
 // message when there is one, else the start of the body; at most 300
 // characters, control characters removed), a response over
 // Options.MaxResponseBytes, a binary response, a network failure (with the
-// URL but never its query). Every secret sent with the request is
-// replaced by [REDACTED] in whatever goes back. A call cancelled by the
-// run (its deadline, or a lost Promise.race) returns the context's error.
+// URL but never its query). Every secret sent with the request (a token,
+// an API key, a basic username, password and "username:password" pair, a
+// credential among Options.Headers) is replaced by [REDACTED] in whatever
+// goes back, bodies and messages alike, in the forms an API may echo it
+// in: raw; JSON-, JavaScript- or HTML-escaped ("\/", "\u00XX", "&#x2F;");
+// percent-encoded in either case, with "+" for a space, up to three
+// layers deep; hex; and base64, standard or URL-safe, padded or not, also
+// inside a longer base64 string (the Basic header). Secrets shorter than
+// four characters are not looked for, and a username that the API also
+// returns as data is redacted there too. A JSON body stays valid JSON:
+// the strings holding a secret are redacted and encoded again. A call
+// cancelled by the run (its deadline, or a lost Promise.race) returns the
+// context's error.
 package openapi

@@ -47,9 +47,11 @@ type Options struct {
 	// Headers are sent with every request (e.g. User-Agent). A header
 	// parameter of the operation, and a credential, overrides the same
 	// header given here. A header whose name suggests a credential (it
-	// contains auth, key, token, secret, cookie, session or password) is
-	// treated like one: its value is redacted from results and messages,
-	// and it is not sent on after a redirect to another origin.
+	// contains auth, key, token, secret, cookie, session, password, passwd
+	// or credential, in any case) is treated like one: its value (and for
+	// "Bearer x" or "Basic x" the credentials in it) is redacted from
+	// results and messages, and it is not sent on after a redirect to
+	// another origin.
 	Headers http.Header
 }
 
