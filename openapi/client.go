@@ -207,7 +207,7 @@ func (o *operation) request(ctx context.Context, raw json.RawMessage) (*http.Req
 	if err != nil {
 		return nil, err
 	}
-	path := o.path
+	paths := map[string]string{} // parameter name → its segment text, escaped
 	var query []string
 	headers := http.Header{}
 	var body bytes.Buffer
@@ -244,7 +244,11 @@ func (o *operation) request(ctx context.Context, raw json.RawMessage) (*http.Req
 		}
 		switch f.in {
 		case "path":
-			path = strings.ReplaceAll(path, "{"+f.name+"}", f.simple(v, pathEscape))
+			seg := f.simple(v, pathEscape)
+			if dotSegment(seg) {
+				return nil, errDotSegment(f.key)
+			}
+			paths[f.name] = seg
 		case "query":
 			query = append(query, f.queryPairs(v)...)
 		case "header":
@@ -254,6 +258,10 @@ func (o *operation) request(ctx context.Context, raw json.RawMessage) (*http.Req
 			}
 			headers.Set(f.name, hv)
 		}
+	}
+	path, err := o.fillPath(paths)
+	if err != nil {
+		return nil, err
 	}
 	flattened := bodyFields > 0 && !slices.ContainsFunc(o.fields, func(f field) bool { return f.whole })
 	if flattened {

@@ -41,7 +41,15 @@
 //
 // Parameters use the styles OpenAPI defines: query form (explode or not,
 // for primitives, arrays and objects) and deepObject, path and header
-// simple; a parameter with JSON content is sent as JSON text. Header
+// simple; a parameter with JSON content is sent as JSON text. A path
+// parameter is percent-encoded (everything but letters, digits and
+// "-._~"), and a call is refused before anything is sent when the path
+// segment a parameter makes is empty, or the value or its segment is a
+// dot segment: "." or "..", also percent-encoded (once or more), as a
+// piece between "/" or "\" in the value, or followed by ";". Servers
+// that decode "%2F" and then resolve dot segments would otherwise send
+// the call, and its credentials, to another endpoint. Values that merely
+// hold dots ("a.b", "...", ".hidden") are sent as they are. Header
 // parameters named Accept, Content-Type or Authorization are ignored, as
 // the specification says. An optional cookie parameter is left out of the
 // input; an operation that needs a cookie, another style (matrix, label,
