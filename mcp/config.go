@@ -47,8 +47,10 @@ type ServerConfig struct {
 	Env     map[string]string `json:"env,omitempty"`
 	Cwd     string            `json:"cwd,omitempty"`
 
-	// URL and Headers reach an HTTP server; Headers are sent with every
-	// request (authorization, API keys).
+	// URL and Headers reach an HTTP server. Headers (authorization, API
+	// keys) are sent with every request to the URL's origin (scheme, host
+	// and port) and to no other; a redirect to another origin is refused
+	// (the error names it, so the URL can be updated).
 	URL     string            `json:"url,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
 

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -227,35 +229,85 @@ func (up *upstream) open(ctx, life context.Context) (*mcpsdk.ClientSession, stri
 	return nil, "", fmt.Errorf("streamable HTTP: %w (and HTTP+SSE: %v)", err, err2)
 }
 
-// httpClient sends the configured headers with every request.
+// httpClient is the client for a URL server: a copy of the host's, or
+// ours, that sends the configured headers to the configured origin only
+// and refuses to be redirected to another origin.
+//
+// Refusing is safer than following without the headers, and fails more
+// clearly. The headers are the credential: followed with them, a redirect
+// hands it to whoever the Location names (Go's policy of dropping
+// Authorization for another host cannot help, since the headers are added
+// below the client, on every hop); followed without them, a server that
+// moved answers 401 and the host chases a credential problem that is
+// really a moved URL. A 307 or 308 would also
+// carry the JSON-RPC request, tool arguments included, to the new origin.
+// Servers rarely move across origins, and then the fix is to configure
+// the new URL, which the error names. Redirects within the origin
+// ("/mcp" → "/mcp/") are followed, with the headers.
 func (up *upstream) httpClient() *http.Client {
 	base := up.u.opts.HTTPClient
 	if base == nil {
 		base = &http.Client{Transport: up.u.transport}
 	}
-	if len(up.cfg.Headers) == 0 {
-		return base
+	c := *base                         // a copy: the host's client is not changed
+	origin, _ := url.Parse(up.cfg.URL) // checked by ServerConfig.check
+	next := c.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if !sameOrigin(req.URL, origin) {
+			return fmt.Errorf("the server redirected to another origin, %s://%s, which is not followed so that the configured headers and requests go nowhere else; configure that URL if the server moved", req.URL.Scheme, req.URL.Host)
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
 	}
-	c := *base
-	rt := c.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
+	if len(up.cfg.Headers) > 0 {
+		rt := c.Transport
+		if rt == nil {
+			rt = http.DefaultTransport
+		}
+		c.Transport = headerTransport{base: rt, headers: up.cfg.Headers, origin: origin}
 	}
-	c.Transport = headerTransport{base: rt, headers: up.cfg.Headers}
 	return &c
 }
 
+// headerTransport adds the configured headers to requests for the
+// configured origin. Redirects are not the only way off it: an HTTP+SSE
+// server names the URL the client posts to, and may name another origin.
 type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
+	origin  *url.URL
 }
 
 func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !sameOrigin(req.URL, t.origin) {
+		return t.base.RoundTrip(req)
+	}
 	req = req.Clone(req.Context())
 	for k, v := range t.headers {
 		req.Header.Set(k, v)
 	}
 	return t.base.RoundTrip(req)
+}
+
+// sameOrigin reports whether a and b have the same scheme, host and port
+// (RFC 6454), the default port counting as given.
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
+}
+
+func port(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if strings.EqualFold(u.Scheme, "https") {
+		return "443"
+	}
+	return "80"
 }
 
 // maxPages bounds a tools/list cursor loop against a server whose cursors
