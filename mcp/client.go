@@ -148,7 +148,8 @@ func Connect(ctx context.Context, cfg *Config, opts ClientOptions) (*Upstreams, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = u.ups[name].connectNow(ctx)
+			up := u.ups[name]
+			errs[i] = up.red.Error(up.connectNow(ctx))
 		}()
 	}
 	wg.Wait()
@@ -191,7 +192,8 @@ func (u *Upstreams) Changed() <-chan struct{} { return u.changed }
 func (u *Upstreams) Refresh(ctx context.Context) error {
 	var errs []error
 	for _, name := range u.names {
-		if err := u.ups[name].refresh(ctx); err != nil {
+		up := u.ups[name]
+		if err := up.red.Error(up.refresh(ctx)); err != nil {
 			errs = append(errs, fmt.Errorf("server %q: %w", name, err))
 		}
 	}
@@ -277,7 +279,7 @@ func (up *upstream) call(ctx context.Context, tool string, input json.RawMessage
 	}
 	res, err := cs.CallTool(callCtx, &mcpsdk.CallToolParams{Name: tool, Arguments: input})
 	if err == nil {
-		return up.u.conv.result(res)
+		return up.u.conv.result(res, up.red)
 	}
 	if callCtx.Err() != nil {
 		return nil, up.timeoutOr(ctx, callCtx, err)
@@ -286,7 +288,7 @@ func (up *upstream) call(ctx context.Context, tool string, input json.RawMessage
 	if errors.As(err, &rpcErr) {
 		// A JSON-RPC error is the server's answer (unknown tool, invalid
 		// arguments): its message is meant for the caller.
-		return nil, toolError(rpcErr.Message)
+		return nil, toolError(rpcErr.Message, up.red)
 	}
 	// Anything else is the transport failing: the process died, or the
 	// connection broke. Drop the session so the next call reconnects.

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/internal/redact"
 )
 
 // Config is the file format MCP clients share:
@@ -41,7 +43,11 @@ type ServerConfig struct {
 	// LANG and TZ on Unix, their counterparts on Windows — with Env merged
 	// over it: a server is third-party code, so the host's other
 	// variables (API keys among them) reach it only when listed here.
-	// Values are literal; nothing is expanded.
+	// Values are literal; nothing is expanded. The value of a variable
+	// whose name suggests a credential (it contains auth, key, token,
+	// secret, cookie, session, password, passwd or credential, in any
+	// case) is redacted from everything the server sends back to a
+	// program and from the log, as the package documentation describes.
 	Command string            `json:"command,omitempty"`
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
@@ -50,7 +56,9 @@ type ServerConfig struct {
 	// URL and Headers reach an HTTP server. Headers (authorization, API
 	// keys) are sent with every request to the URL's origin (scheme, host
 	// and port) and to no other; a redirect to another origin is refused
-	// (the error names it, so the URL can be updated).
+	// (the error names it, so the URL can be updated). Header values, and
+	// the URL's password and query parameters whose names suggest a
+	// credential, are redacted like Env's credentials.
 	URL     string            `json:"url,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
 
@@ -233,6 +241,35 @@ func (sc *ServerConfig) check() error {
 		return fmt.Errorf("cwd %q must be an absolute path", sc.Cwd)
 	}
 	return nil
+}
+
+// secrets lists what the entry holds that must not reach a program or
+// the log: its header values (with the credentials inside "Bearer x" and
+// "Basic x"), the values of its environment variables whose names suggest
+// a credential, and its URL's user, password and credential-named query
+// parameters (hosted servers often take the key in the URL).
+func (sc ServerConfig) secrets() []string {
+	var out []string
+	for _, v := range sc.Headers {
+		out = append(out, redact.HeaderSecrets(v)...)
+	}
+	for k, v := range sc.Env {
+		if redact.SensitiveName(k) {
+			out = append(out, v)
+		}
+	}
+	if u, err := url.Parse(sc.URL); err == nil && sc.URL != "" {
+		if u.User != nil {
+			pass, _ := u.User.Password()
+			out = append(out, u.User.Username(), pass)
+		}
+		for k, vs := range u.Query() {
+			if redact.SensitiveName(k) {
+				out = append(out, vs...)
+			}
+		}
+	}
+	return out
 }
 
 // transport is the resolved transport type.

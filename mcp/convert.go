@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/internal/redact"
 	"github.com/google/jsonschema-go/jsonschema"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -32,28 +33,33 @@ type converter struct {
 
 // result converts a tool call's result into the value the program sees
 // (see the package documentation for the shapes), or a ToolError for an
-// isError result.
-func (c converter) result(res *mcpsdk.CallToolResult) (any, error) {
+// isError result, with the secrets red holds redacted either way.
+func (c converter) result(res *mcpsdk.CallToolResult, red *redact.Redactor) (any, error) {
 	if res == nil {
 		return nil, nil
 	}
 	if res.IsError {
-		return nil, toolError(errorText(res))
+		return nil, toolError(errorText(res), red)
 	}
+	return red.Value(c.value(res)), nil
+}
+
+// value is the program value of a successful result.
+func (c converter) value(res *mcpsdk.CallToolResult) any {
 	if res.StructuredContent != nil {
-		return res.StructuredContent, nil
+		return res.StructuredContent
 	}
 	switch len(res.Content) {
 	case 0:
-		return nil, nil
+		return nil
 	case 1:
-		return c.item(res.Content[0]), nil
+		return c.item(res.Content[0])
 	}
 	items := make([]any, len(res.Content))
 	for i, b := range res.Content {
 		items[i] = c.item(b)
 	}
-	return items, nil
+	return items
 }
 
 // item converts one content block.
@@ -146,18 +152,21 @@ func errorText(res *mcpsdk.CallToolResult) string {
 	return strings.Join(parts, "\n")
 }
 
-// toolError makes upstream text safe to show: escape sequences and
-// control characters (other than newline and tab) removed, invalid UTF-8
-// replaced, and the length bounded.
-func toolError(msg string) error {
-	return codemode.ToolError(sanitize(msg, maxErrorRunes))
+// toolError makes upstream text safe to show: secrets redacted, escape
+// sequences and control characters (other than newline and tab) removed,
+// invalid UTF-8 replaced, and the length bounded.
+func toolError(msg string, red *redact.Redactor) error {
+	return codemode.ToolError(sanitize(msg, maxErrorRunes, red))
 }
 
-// sanitize cleans text for the program and the model.
-func sanitize(s string, maxRunes int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
+// sanitize cleans text for the program, the model and the log. Secrets
+// are redacted before the cut, which could otherwise halve one into a
+// prefix nothing recognises (a program that controls where the cut falls
+// would learn all but its last character), and again after the clean-up,
+// which could join one split by an escape sequence.
+func sanitize(s string, maxRunes int, red *redact.Redactor) string {
+	s = red.String(strings.ToValidUTF8(s, "\uFFFD"))
 	var b strings.Builder
-	n := 0
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if r == 0x1b { // ESC: drop the whole ANSI sequence, not just the byte
@@ -171,13 +180,13 @@ func sanitize(s string, maxRunes int) string {
 		if (unicode.IsControl(r) && r != '\n' && r != '\t') || r == '\u2028' || r == '\u2029' {
 			continue
 		}
-		if n == maxRunes {
-			return strings.TrimSpace(b.String()) + "…"
-		}
 		b.WriteRune(r)
-		n++
 	}
-	return strings.TrimSpace(b.String())
+	s = red.String(b.String())
+	if utf8.RuneCountInString(s) > maxRunes {
+		return strings.TrimSpace(string([]rune(s)[:maxRunes])) + "…"
+	}
+	return strings.TrimSpace(s)
 }
 
 // ansiLength is the length of the escape sequence at the start of s

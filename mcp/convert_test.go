@@ -53,7 +53,7 @@ func TestResultConversion(t *testing.T) {
 		{"mixed", &mcpsdk.CallToolResult{Content: []mcpsdk.Content{&mcpsdk.TextContent{Text: "a"}, &mcpsdk.TextContent{Text: "[1]"}}}, `["a",[1]]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v, err := c.result(tc.res)
+			v, err := c.result(tc.res, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,7 +64,7 @@ func TestResultConversion(t *testing.T) {
 		})
 	}
 	never := converter{maxInline: -1}
-	v, _ := never.result(&mcpsdk.CallToolResult{Content: []mcpsdk.Content{&mcpsdk.AudioContent{MIMEType: "audio/wav", Data: []byte{1}}}})
+	v, _ := never.result(&mcpsdk.CallToolResult{Content: []mcpsdk.Content{&mcpsdk.AudioContent{MIMEType: "audio/wav", Data: []byte{1}}}}, nil)
 	if got, _ := json.Marshal(v); string(got) != `{"mimeType":"audio/wav","size":1,"type":"audio"}` {
 		t.Errorf("negative cap: %s", got)
 	}
@@ -83,7 +83,7 @@ func TestErrorResults(t *testing.T) {
 		{"cleaned", &mcpsdk.CallToolResult{IsError: true, Content: []mcpsdk.Content{&mcpsdk.TextContent{Text: "\x1b]0;title\x07\x1b[1;31mred\x1b[0m\x00 \u2028tab\there\r\n"}}}, "red tab\there"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v, err := c.result(tc.res)
+			v, err := c.result(tc.res, nil)
 			if v != nil || err == nil {
 				t.Fatalf("got %v, %v", v, err)
 			}
@@ -101,16 +101,16 @@ func TestErrorResults(t *testing.T) {
 }
 
 func TestSanitize(t *testing.T) {
-	if got := sanitize(strings.Repeat("é", 10), 5); got != "ééééé…" {
+	if got := sanitize(strings.Repeat("é", 10), 5, nil); got != "ééééé…" {
 		t.Errorf("bounded = %q", got)
 	}
-	if got := sanitize(strings.Repeat("é", 5), 5); got != "ééééé" {
+	if got := sanitize(strings.Repeat("é", 5), 5, nil); got != "ééééé" {
 		t.Errorf("exact = %q", got)
 	}
-	if got := sanitize("bad \xff utf8", 100); got != "bad \uFFFD utf8" {
+	if got := sanitize("bad \xff utf8", 100, nil); got != "bad \uFFFD utf8" {
 		t.Errorf("utf8 = %q", got)
 	}
-	if got := sanitize("\x1b", 100); got != "" {
+	if got := sanitize("\x1b", 100, nil); got != "" {
 		t.Errorf("lone ESC = %q", got)
 	}
 }

@@ -47,6 +47,17 @@
 // run ends, its calls' contexts are cancelled and the SDK sends the server
 // notifications/cancelled. ClientOptions.CallTimeout bounds each call.
 //
+// The credentials of a server's config (its header values, the values of
+// its environment variables whose names suggest a credential, and its
+// URL's password and credential-named query parameters) are redacted from
+// everything the server sends back to a program — results, tool errors,
+// JSON-RPC errors — and from the errors Connect and Refresh return and
+// the log records (the SDK's and the stdio server's stderr included).
+// Like the openapi package, they are replaced by [REDACTED] raw and in
+// the forms a server may echo them in: JSON-, JavaScript- or HTML-escaped,
+// percent-encoded, hex and base64. Headers go to the URL's origin only,
+// and a redirect to another origin is refused with an error naming it.
+//
 // A server that announces notifications/tools/list_changed is listed
 // again; [Upstreams.Changed] signals it, and the next [Upstreams.Tools]
 // snapshot has the new tools. Servers speaking protocol versions from

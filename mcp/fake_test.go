@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 			_ = os.WriteFile(marker, nil, 0o644)
 		}
 		srv := newKit()
+		if mode == "leak" {
+			addLeak(srv)
+		}
 		if err := srv.Run(context.Background(), &mcpsdk.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, "kit:", err)
 			os.Exit(1)

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
+
+	"github.com/codemode-go/codemode/internal/redact"
 )
 
 // inheritedEnv lists the variables a stdio server inherits from the host,
@@ -51,7 +54,7 @@ func (up *upstream) command() *exec.Cmd {
 	cmd := exec.Command(up.cfg.Command, up.cfg.Args...)
 	cmd.Env = childEnv(up.cfg.Env)
 	cmd.Dir = up.cfg.Cwd
-	cmd.Stderr = &lineLogger{log: up.log}
+	cmd.Stderr = &lineLogger{log: up.log, red: up.red}
 	// A grandchild that inherits stderr could hold it open after the
 	// server exits; do not let that block the wait for the server.
 	cmd.WaitDelay = time.Second
@@ -61,9 +64,11 @@ func (up *upstream) command() *exec.Cmd {
 // maxLogLine bounds one stderr record.
 const maxLogLine = 4096
 
-// lineLogger logs each line written to it.
+// lineLogger logs each line written to it; a line longer than
+// maxLogLine is logged in pieces.
 type lineLogger struct {
 	log *slog.Logger
+	red *redact.Redactor
 	mu  sync.Mutex
 	buf []byte
 }
@@ -78,7 +83,7 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 			room := maxLogLine - len(l.buf)
 			if len(p) > room {
 				l.buf = append(l.buf, p[:room]...)
-				l.flush()
+				l.flushPiece()
 				p = p[room:]
 				continue
 			}
@@ -95,10 +100,25 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 func (l *lineLogger) flush() {
 	line := strings.TrimRight(string(l.buf), "\r")
 	l.buf = l.buf[:0]
-	if len(line) > maxLogLine {
-		line = line[:maxLogLine]
+	l.emit(line)
+}
+
+// flushPiece logs a full buffer that is not yet a whole line. A cut could
+// halve a secret into two pieces neither of which shows it, so the buffer
+// is redacted whole, and its last Window bytes (where a secret crossing
+// the cut would begin) are kept to start the next piece.
+func (l *lineLogger) flushPiece() {
+	text := l.red.String(string(l.buf))
+	cut := len(text) - min(l.red.Window(), maxLogLine/2)
+	for back := 0; back < utf8.UTFMax-1 && cut > 0 && cut < len(text) && !utf8.RuneStart(text[cut]); back++ {
+		cut-- // not inside a character
 	}
+	l.buf = append(l.buf[:0], text[cut:]...)
+	l.emit(text[:cut])
+}
+
+func (l *lineLogger) emit(line string) {
 	if strings.TrimSpace(line) != "" {
-		l.log.Info("server stderr", "line", sanitize(line, maxLogLine))
+		l.log.Info("server stderr", "line", sanitize(line, maxLogLine, l.red))
 	}
 }

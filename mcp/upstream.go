@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/internal/redact"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -22,7 +23,8 @@ type upstream struct {
 	u      *Upstreams
 	name   string
 	cfg    ServerConfig
-	log    *slog.Logger
+	red    *redact.Redactor // the config's secrets, kept from the program and the log
+	log    *slog.Logger     // redacts with red
 	client *mcpsdk.Client
 
 	mu       sync.Mutex
@@ -38,7 +40,11 @@ type upstream struct {
 }
 
 func newUpstream(u *Upstreams, name string, sc ServerConfig) *upstream {
-	up := &upstream{u: u, name: name, cfg: sc, log: u.log.With("server", name), tools: codemode.Tools{}}
+	red := redact.New(sc.secrets()...)
+	// Every record about this server goes through the redactor: the SDK's,
+	// the stdio server's stderr and ours, which carry upstream errors.
+	log := slog.New(redact.Handler(u.log.Handler(), red)).With("server", name)
+	up := &upstream{u: u, name: name, cfg: sc, red: red, log: log, tools: codemode.Tools{}}
 	up.client = mcpsdk.NewClient(&mcpsdk.Implementation{Name: u.opts.Name, Version: u.opts.Version}, &mcpsdk.ClientOptions{
 		Logger: up.log,
 		// No roots, sampling or elicitation: a program has none to offer,
@@ -401,7 +407,10 @@ func (up *upstream) tool(t *mcpsdk.Tool) codemode.Tool {
 		Output:              out,
 		SkipInputValidation: true,
 		Run: func(ctx context.Context, input json.RawMessage) (any, error) {
-			return up.call(ctx, name, input)
+			v, err := up.call(ctx, name, input)
+			// The tool errors are redacted already; this is for the errors
+			// only the host sees (OnToolCallEnd), which it may log.
+			return v, up.red.Error(err)
 		},
 	}
 }
