@@ -45,7 +45,38 @@ type ServerOptions struct {
 	// Logger receives one record per run and the server's diagnostics.
 	// Nil discards them. A stdio server must not log to standard output.
 	Logger *slog.Logger
+
+	// MaxRuns is the most execute runs in flight at once, across all
+	// sessions and transports; a call over it waits for a slot under its
+	// request's context, and fails with an ExecutionFailure result if the
+	// request ends first. Each run holds an engine instance (up to
+	// Runtime.MaxMemoryBytes) and CPU, so without a cap a client that sends
+	// many calls at once takes the whole machine. Zero means no limit;
+	// negative is an error.
+	MaxRuns int
+
+	// MaxSessions is the most sessions [Server.HTTPHandler] keeps at once;
+	// a request that would open one more is refused with 503 Service
+	// Unavailable until a session ends or expires. Zero means
+	// DefaultMaxSessions; negative means no limit.
+	MaxSessions int
+
+	// SessionIdleTimeout closes an HTTP session that has had no request
+	// for this long, freeing what it holds. A POST in flight (a run) keeps
+	// its session alive; an open event stream (GET) does not, as the SDK
+	// counts only POSTs. Zero means DefaultSessionIdleTimeout; negative
+	// means sessions never expire.
+	SessionIdleTimeout time.Duration
 }
+
+// Defaults for zero ServerOptions fields. Every open session costs memory
+// and a slot whether or not its client is still there, and clients open a
+// new session when theirs has expired, so the cap is sized for a handful
+// of clients and the timeout lets abandoned sessions go quickly.
+const (
+	DefaultMaxSessions        = 64
+	DefaultSessionIdleTimeout = 10 * time.Minute
+)
 
 // Server serves the execute tool over MCP. Its tools can be replaced while
 // it serves: runs in flight keep the tools they started with.
@@ -66,6 +97,12 @@ type Server struct {
 	// so that a client ending its session stops its runs.
 	runsMu sync.Mutex
 	runs   map[string]map[*context.CancelFunc]struct{}
+
+	// slots holds one token per run in flight when MaxRuns caps them; nil
+	// means no cap. A channel rather than a mutex: runs proceed in
+	// parallel up to the cap, and a waiter can give up when its context
+	// ends.
+	slots chan struct{}
 }
 
 // ErrServerClosed is returned by SetTools after Close.
@@ -84,7 +121,13 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.MaxRuns < 0 {
+		return nil, fmt.Errorf("mcp: MaxRuns %d is negative", opts.MaxRuns)
+	}
 	s := &Server{opts: opts, log: logger}
+	if opts.MaxRuns > 0 {
+		s.slots = make(chan struct{}, opts.MaxRuns)
+	}
 	s.mcp = mcpsdk.NewServer(&mcpsdk.Implementation{Name: opts.Name, Version: opts.Version}, &mcpsdk.ServerOptions{
 		Instructions: "Call the `execute` tool with a JavaScript or TypeScript program; the tool's description explains the program's environment and lists the tools it can call.",
 		Logger:       logger,
@@ -109,28 +152,89 @@ func (s *Server) Runtime() *codemode.Runtime {
 }
 
 // HTTPHandler serves the server over streamable HTTP, with sessions (so
-// progress and list_changed notifications reach the client), DNS-rebinding
-// protection for localhost, and idle sessions closed after 30 minutes.
+// progress and list_changed notifications reach the client) and the SDK's
+// DNS-rebinding protection (a request reaching a loopback address must
+// name a loopback host). At most ServerOptions.MaxSessions sessions are
+// open at once, and a session idle for SessionIdleTimeout is closed; its
+// client gets 404 on its next request and, as the protocol prescribes,
+// starts a new session.
+//
 // A client that ends its session (DELETE) stops its runs in flight; one
 // that cancels a call stops that run; one whose connection just drops
 // leaves its runs to end at their deadline. There is no authentication:
-// bind it to localhost or put it behind one. Each call makes a handler
+// bind it to loopback or put it behind one. Each call makes a handler
 // with its own sessions: call it once.
 func (s *Server) HTTPHandler() http.Handler {
+	idle := s.opts.SessionIdleTimeout
+	switch {
+	case idle == 0:
+		idle = DefaultSessionIdleTimeout
+	case idle < 0:
+		idle = 0 // the SDK's "never"
+	}
 	h := mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return s.mcp }, &mcpsdk.StreamableHTTPOptions{
 		Logger:                       s.log,
-		SessionTimeout:               30 * time.Minute,
+		SessionTimeout:               idle,
 		PropagateRequestCancellation: true,
 	})
+	limit := s.opts.MaxSessions
+	if limit == 0 {
+		limit = DefaultMaxSessions
+	}
+	// The SDK has no session cap, so the handler keeps one token per
+	// session it let the SDK open, taken before the SDK sees the request
+	// (two racing requests cannot both take the last one) and given back
+	// when the session closes, however it closes.
+	var sessions chan struct{}
+	if limit > 0 {
+		sessions = make(chan struct{}, limit)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("Mcp-Session-Id")
 		// The SDK ends a deleted session only once its handlers return, and
 		// lets them run on: stop the session's runs first. (Session ids are
 		// unguessable, so a forged DELETE cannot name one.)
-		if id := r.Header.Get("Mcp-Session-Id"); id != "" && r.Method == http.MethodDelete {
+		if id != "" && r.Method == http.MethodDelete {
 			s.cancelSession(id)
 		}
+		// Only a POST without a session id opens a session.
+		if sessions == nil || id != "" || r.Method != http.MethodPost {
+			h.ServeHTTP(w, r)
+			return
+		}
+		select {
+		case sessions <- struct{}{}:
+		default:
+			s.log.Warn("refused a new HTTP session: at the session limit", "maxSessions", limit, "remote", r.RemoteAddr)
+			http.Error(w, fmt.Sprintf("Service Unavailable: the server already has its limit of %d sessions open; "+
+				"end one (DELETE) or retry once an idle session has expired", limit), http.StatusServiceUnavailable)
+			return
+		}
 		h.ServeHTTP(w, r)
+		// The SDK has answered: a session it kept open is listed under the
+		// id it sent back; one whose initialization failed is already gone.
+		if ss := s.session(w.Header().Get("Mcp-Session-Id")); ss != nil {
+			go func() {
+				_ = ss.Wait()
+				<-sessions
+			}()
+			return
+		}
+		<-sessions
 	})
+}
+
+// session returns the open session with the given id, or nil.
+func (s *Server) session(id string) *mcpsdk.ServerSession {
+	if id == "" {
+		return nil
+	}
+	for ss := range s.mcp.Sessions() {
+		if ss.ID() == id {
+			return ss
+		}
+	}
+	return nil
 }
 
 // track registers a run's cancel function under its session.
@@ -287,6 +391,24 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 		ctx = context.WithValue(ctx, progressKey{}, &progress{session: req.Session, token: tok})
 	}
+	if s.slots != nil {
+		// After track, so that ending the session also ends the wait.
+		release, waited, ok := s.acquireRun(ctx)
+		if !ok {
+			s.log.Warn("execute refused: its request ended while it waited for a run slot",
+				"maxRuns", cap(s.slots), "waited", waited.Round(time.Millisecond), "codeBytes", len(code))
+			return toolResult(codemode.Result{
+				Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: fmt.Sprintf(
+					"the program did not run: the server was already running its limit of %d programs at once, "+
+						"and the request ended after waiting %v for one of them to finish", cap(s.slots), waited.Round(time.Millisecond))},
+				ToolCalls: []codemode.ToolCall{},
+			}), nil
+		}
+		defer release()
+		if waited > 0 {
+			s.log.Debug("execute waited for a run slot", "waited", waited.Round(time.Millisecond))
+		}
+	}
 	start := time.Now()
 	var res codemode.Result
 	var err error
@@ -315,6 +437,25 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 	}
 	s.log.Info("execute", attrs...)
 	return toolResult(res), nil
+}
+
+// acquireRun takes a run slot, waiting under ctx when all are taken. It
+// reports how long it waited (zero when a slot was free) and false when
+// ctx ended first.
+func (s *Server) acquireRun(ctx context.Context) (release func(), waited time.Duration, ok bool) {
+	release = func() { <-s.slots }
+	select {
+	case s.slots <- struct{}{}:
+		return release, 0, true
+	default:
+	}
+	start := time.Now()
+	select {
+	case s.slots <- struct{}{}:
+		return release, time.Since(start), true
+	case <-ctx.Done():
+		return nil, time.Since(start), false
+	}
 }
 
 // logToolCall chains a hook that logs each tool call: the tool's own error

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -391,4 +393,317 @@ func TestServerLogsPrivateToolErrors(t *testing.T) {
 	if !strings.Contains(logs(), "tool call failed tool=db.query outcome=error") || !strings.Contains(logs(), "hunter2") {
 		t.Errorf("the private error is not logged:\n%s", logs())
 	}
+}
+
+// gates hold the calls of the blocker tool, one gate per caller name.
+type gates struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+func (g *gates) get(who string) chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.m == nil {
+		g.m = map[string]chan struct{}{}
+	}
+	if g.m[who] == nil {
+		g.m[who] = make(chan struct{})
+	}
+	return g.m[who]
+}
+
+// open lets the calls of who finish.
+func (g *gates) open(who string) { close(g.get(who)) }
+
+// openAll lets every call finish, so the cleanups do not wait for a
+// run's timeout.
+func (g *gates) openAll() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range g.m {
+		select {
+		case <-c:
+		default:
+			close(c)
+		}
+	}
+}
+
+// blocker is a tool called with {who}: it reports who on started and
+// holds its run until who's gate opens (or the run ends).
+func blocker(started chan<- string, g *gates) codemode.Tool {
+	return codemode.Tool{Description: "Blocks until released.", Run: func(ctx context.Context, in json.RawMessage) (any, error) {
+		var arg struct{ Who string }
+		if err := json.Unmarshal(in, &arg); err != nil {
+			return nil, err
+		}
+		started <- arg.Who
+		select {
+		case <-g.get(arg.Who):
+			return "released", nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}}
+}
+
+// TestServerRunLimit: with MaxRuns n, n runs of different sessions run at
+// once (the cap does not serialize them), the next one waits until one of
+// them ends, and a call whose request ends while it waits never runs and
+// gets a result saying why.
+func TestServerRunLimit(t *testing.T) {
+	for _, maxRuns := range []int{1, 2} {
+		t.Run(fmt.Sprintf("MaxRuns=%d", maxRuns), func(t *testing.T) {
+			started := make(chan string, 8)
+			g := &gates{}
+			logger, logs := newLogRecorder()
+			srv, err := NewServer(ServerOptions{Logger: logger, MaxRuns: maxRuns, Runtime: codemode.Options{
+				Timeout: 60 * time.Second,
+				Tools:   codemode.Tools{"t": codemode.Tools{"block": blocker(started, g)}},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = srv.Close() })
+			// Deferred, so it runs before the clients' cleanups wait for
+			// their sessions' runs.
+			defer g.openAll()
+			call := func(ctx context.Context, who string) <-chan error {
+				cs := clientFor(t, srv, nil)
+				done := make(chan error, 1)
+				go func() {
+					res, err := cs.CallTool(ctx, &mcpsdk.CallToolParams{Name: ExecuteTool, Arguments: map[string]any{
+						"code": `return await tools.t.block({ who: "` + who + `" })`}})
+					if err == nil && res.IsError {
+						err = fmt.Errorf("isError: %v", res.StructuredContent)
+					}
+					done <- err
+				}()
+				return done
+			}
+			waitStarted := func(t *testing.T, want string) {
+				t.Helper()
+				select {
+				case got := <-started:
+					if got != want {
+						t.Fatalf("got run %s started, want %s", got, want)
+					}
+				case <-time.After(20 * time.Second):
+					t.Fatalf("run %s did not start", want)
+				}
+			}
+			notStarted := func(t *testing.T, why string) {
+				t.Helper()
+				// Not a timing assertion: with the cap kept, no run can
+				// start; the pause only gives a broken cap the chance to
+				// show.
+				select {
+				case got := <-started:
+					t.Fatalf("got run %s started, want none: %s", got, why)
+				case <-time.After(500 * time.Millisecond):
+				}
+			}
+
+			// Every slot taken at once: the cap lets runs overlap.
+			var first <-chan error
+			for i := range maxRuns {
+				who := fmt.Sprintf("holder%d", i)
+				done := call(context.Background(), who)
+				if i == 0 {
+					first = done
+				}
+				waitStarted(t, who)
+			}
+
+			t.Run("next run waits", func(t *testing.T) {
+				call(context.Background(), "waiter")
+				notStarted(t, "every slot is held")
+				g.open("holder0")
+				if err := <-first; err != nil {
+					t.Errorf("got %v, want holder0's run to succeed", err)
+				}
+				// The waiter takes holder0's slot and keeps it, so every
+				// slot stays held for the subtests below.
+				waitStarted(t, "waiter")
+			})
+
+			t.Run("client cancels while waiting", func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				done := call(ctx, "cancelled")
+				time.Sleep(200 * time.Millisecond) // let the request arrive
+				cancel()                           // sends notifications/cancelled
+				if err := <-done; !errors.Is(err, context.Canceled) {
+					t.Errorf("got %v, want context.Canceled", err)
+				}
+				deadline := time.Now().Add(20 * time.Second)
+				for !strings.Contains(logs(), "execute refused") && time.Now().Before(deadline) {
+					time.Sleep(20 * time.Millisecond)
+				}
+				if line := grepLine(logs(), "execute refused"); !strings.Contains(line, fmt.Sprintf("maxRuns=%d", maxRuns)) {
+					t.Errorf("got log line %q, want an \"execute refused\" record with maxRuns=%d\n%s", line, maxRuns, logs())
+				}
+				notStarted(t, "the cancelled call must never run")
+			})
+
+			t.Run("request ends while waiting", func(t *testing.T) {
+				// What a client sees when its request ends while it still
+				// reads the answer (a deadline rather than a cancel):
+				// called directly, since a cancelling SDK client stops
+				// reading.
+				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+				defer cancel()
+				res, err := srv.execute(ctx, &mcpsdk.CallToolRequest{Params: &mcpsdk.CallToolParamsRaw{
+					Name: ExecuteTool, Arguments: json.RawMessage(`{"code": "return 1"}`)}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var v map[string]any
+				if err := json.Unmarshal(res.StructuredContent.(json.RawMessage), &v); err != nil {
+					t.Fatal(err)
+				}
+				e, _ := v["error"].(map[string]any)
+				msg, _ := e["message"].(string)
+				if !res.IsError || e["kind"] != "ExecutionFailure" || !strings.Contains(msg, fmt.Sprintf("limit of %d programs at once", maxRuns)) {
+					t.Errorf("got %v (isError %v), want an ExecutionFailure naming the limit of %d", v, res.IsError, maxRuns)
+				}
+			})
+		})
+	}
+}
+
+func TestServerRunLimitInvalid(t *testing.T) {
+	if _, err := NewServer(ServerOptions{MaxRuns: -1}); err == nil {
+		t.Error("got no error for MaxRuns -1, want one")
+	}
+}
+
+// rawInitialize opens a session with a bare HTTP request, so no client
+// keeps it busy, and returns the status, the session id and the body.
+func rawInitialize(t *testing.T, url string) (int, string, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(body)
+}
+
+// sessionCount is the number of sessions the server holds.
+func sessionCount(srv *Server) int {
+	n := 0
+	for range srv.MCP().Sessions() {
+		n++
+	}
+	return n
+}
+
+// TestServerHTTPSessionLimit: the session cap refuses one session too
+// many with 503 and a message saying why, for raw requests and for the
+// SDK's client, and an ended session frees its slot.
+func TestServerHTTPSessionLimit(t *testing.T) {
+	logger, logs := newLogRecorder()
+	srv := newServerWith(t, ServerOptions{Logger: logger, MaxSessions: 2})
+	ts := httptest.NewServer(srv.HTTPHandler())
+	t.Cleanup(ts.Close)
+
+	var ids []string
+	for range 2 {
+		status, id, body := rawInitialize(t, ts.URL)
+		if status != http.StatusOK || id == "" {
+			t.Fatalf("got status %d, session %q, want 200 and a session: %s", status, id, body)
+		}
+		ids = append(ids, id)
+	}
+	status, id, body := rawInitialize(t, ts.URL)
+	if status != http.StatusServiceUnavailable || id != "" || !strings.Contains(body, "limit of 2 sessions") {
+		t.Errorf("got status %d, session %q, body %q; want 503, none, and the limit named", status, id, body)
+	}
+	_, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).
+		Connect(context.Background(), &mcpsdk.StreamableClientTransport{Endpoint: ts.URL, MaxRetries: -1}, nil)
+	if err == nil || !strings.Contains(err.Error(), "Service Unavailable") {
+		t.Errorf("got client error %v, want Service Unavailable", err)
+	}
+	if !strings.Contains(logs(), "refused a new HTTP session") {
+		t.Errorf("the refusal is not logged:\n%s", logs())
+	}
+	if got := sessionCount(srv); got != 2 {
+		t.Errorf("got %d sessions, want 2", got)
+	}
+
+	// Ending a session frees its slot for the next client.
+	req, _ := http.NewRequest(http.MethodDelete, ts.URL, nil)
+	req.Header.Set("Mcp-Session-Id", ids[0])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var last int
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if last, _, _ = rawInitialize(t, ts.URL); last == http.StatusOK {
+			break
+		}
+	}
+	if last != http.StatusOK {
+		t.Errorf("got status %d after a DELETE, want 200", last)
+	}
+}
+
+// TestServerHTTPSessionIdle: a session without requests for
+// SessionIdleTimeout is closed and its slot and memory freed; its id is
+// then unknown (404), which tells its client to start a new session.
+func TestServerHTTPSessionIdle(t *testing.T) {
+	srv := newServerWith(t, ServerOptions{MaxSessions: 1, SessionIdleTimeout: 300 * time.Millisecond})
+	ts := httptest.NewServer(srv.HTTPHandler())
+	t.Cleanup(ts.Close)
+	status, first, body := rawInitialize(t, ts.URL)
+	if status != http.StatusOK {
+		t.Fatalf("got status %d, want 200: %s", status, body)
+	}
+	// Not a timing assertion beyond a generous bound: the one slot frees
+	// once the session has been idle for its timeout.
+	var second string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && second == ""; time.Sleep(50 * time.Millisecond) {
+		if status, id, _ := rawInitialize(t, ts.URL); status == http.StatusOK {
+			second = id
+		}
+	}
+	if second == "" {
+		t.Fatal("got no new session within 20s, want the idle one expired and its slot freed")
+	}
+	if srv.session(first) != nil {
+		t.Errorf("got session %s still held, want it closed", first)
+	}
+	req, _ := http.NewRequest(http.MethodPost, ts.URL, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"ping"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", first)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("got status %d for the expired session, want 404", resp.StatusCode)
+	}
+}
+
+func newServerWith(t *testing.T, opts ServerOptions) *Server {
+	t.Helper()
+	srv, err := NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv
 }
