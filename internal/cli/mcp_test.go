@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,6 +65,10 @@ func TestMCPUsageErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`{"mcpServers": {"x": {"command": "a", "url": "http://b"}}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	t.Setenv(tokenEnv, testToken)
+	t.Setenv("CODEMODE_TEST_SHORT_TOKEN", "0123456789")
+	t.Setenv("CODEMODE_TEST_NO_TOKEN", "")
+	const remote = "not a loopback address"
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -74,21 +80,49 @@ func TestMCPUsageErrors(t *testing.T) {
 		{[]string{"--log-level", "loud"}, "--log-level"},
 		{[]string{"--timeout", "-1s"}, "must not be negative"},
 		{[]string{"--max-memory", "1KiB", "--cache-dir", engineCache}, "MaxMemoryBytes"},
+		{[]string{"--max-runs", "-1"}, "--max-runs must not be negative"},
+		// Every interface, another host's address, or a name that could
+		// resolve anywhere: refused without --http-allow-remote and a token.
+		{[]string{"--http", "0.0.0.0:0"}, remote},
+		{[]string{"--http", ":0"}, remote},
+		{[]string{"--http", "[::]:0"}, remote},
+		{[]string{"--http", "192.0.2.1:8080"}, remote},
+		{[]string{"--http", "example.com:8080"}, remote},
+		{[]string{"--http", "0.0.0.0:0", "--http-allow-remote"}, remote},
+		{[]string{"--http", "0.0.0.0:0", "--http-token-env", tokenEnv}, remote},
+		{[]string{"--http", "0.0.0.0:0", "--http-allow-remote", "--http-token-env", "CODEMODE_TEST_NO_TOKEN"}, "CODEMODE_TEST_NO_TOKEN is empty or unset"},
+		{[]string{"--http", "127.0.0.1:0", "--http-token-env", "CODEMODE_TEST_SHORT_TOKEN"}, "shorter than 16 bytes"},
+		{[]string{"--http", "127.0.0.1"}, "want host:port"},
+		{[]string{"--http", "127.0.0.1:0", "--http-max-sessions", "-1"}, "must not be negative"},
+		{[]string{"--http-allow-remote", "--http-token-env", tokenEnv}, "--http-allow-remote, --http-token-env apply only with --http"},
 	} {
-		var out, errb bytes.Buffer
-		code := runMCP(context.Background(), tc.args, strings.NewReader(""), &out, &errb)
-		if code != exitUsage || !strings.Contains(errb.String(), tc.want) {
-			t.Errorf("%v: exit %d, stderr %q (want %q)", tc.args, code, errb.String(), tc.want)
-		}
-		if out.Len() != 0 {
-			t.Errorf("%v wrote to stdout: %q", tc.args, out.String())
-		}
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := runMCP(context.Background(), tc.args, strings.NewReader(""), &out, &errb)
+			if code != exitUsage || !strings.Contains(errb.String(), tc.want) {
+				t.Errorf("got exit %d, stderr %q; want exit %d and %q", code, errb.String(), exitUsage, tc.want)
+			}
+			if out.Len() != 0 {
+				t.Errorf("got stdout %q, want nothing", out.String())
+			}
+		})
 	}
 	var out, errb bytes.Buffer
-	if code := runMCP(context.Background(), []string{"-h"}, strings.NewReader(""), &out, &errb); code != exitOK || !strings.Contains(errb.String(), "-max-tool-calls") {
-		t.Errorf("-h: exit %d, %q", code, errb.String())
+	if code := runMCP(context.Background(), []string{"-h"}, strings.NewReader(""), &out, &errb); code != exitOK {
+		t.Errorf("-h: got exit %d, want %d", code, exitOK)
+	}
+	for _, want := range []string{"-max-tool-calls", "-max-runs", "-http-allow-remote", "-http-token-env NAME", "-http-max-sessions", "-http-idle-timeout", "DNS rebinding"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("-h lacks %q:\n%s", want, errb.String())
+		}
 	}
 }
+
+// tokenEnv names the environment variable holding testToken.
+const (
+	tokenEnv  = "CODEMODE_TEST_HTTP_TOKEN"
+	testToken = "s3cret-token-for-tests-0123456789"
+)
 
 // startStdio runs the command on pipes and connects a go-sdk client.
 func startStdio(t *testing.T, ctx context.Context, args ...string) (*mcpsdk.ClientSession, *syncBuffer, <-chan int) {
@@ -271,14 +305,23 @@ func TestMCPUpstreamFailureExits1(t *testing.T) {
 
 var urlRe = regexp.MustCompile(`url=(http://\S+/mcp)`)
 
-// startHTTP runs the command with --http on a free port and returns its URL.
+// startHTTP runs the command with --http on a free loopback port and
+// returns its URL.
 func startHTTP(t *testing.T, args ...string) string {
+	t.Helper()
+	url, _ := startHTTPAt(t, "127.0.0.1:0", args...)
+	return url
+}
+
+// startHTTPAt runs the command with --http addr and returns its URL (on
+// 127.0.0.1 when addr binds every interface) and its log.
+func startHTTPAt(t *testing.T, addr string, args ...string) (string, *syncBuffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	stderr := &syncBuffer{}
 	exit := make(chan int, 1)
 	go func() {
-		exit <- runMCP(ctx, append([]string{"--http", "127.0.0.1:0", "--cache-dir", engineCache}, args...), strings.NewReader(""), io.Discard, stderr)
+		exit <- runMCP(ctx, append([]string{"--http", addr, "--cache-dir", engineCache}, args...), strings.NewReader(""), io.Discard, stderr)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -293,7 +336,7 @@ func startHTTP(t *testing.T, args ...string) string {
 	})
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if m := urlRe.FindStringSubmatch(stderr.String()); m != nil {
-			return m[1]
+			return strings.Replace(strings.Replace(m[1], "//[::]:", "//127.0.0.1:", 1), "//0.0.0.0:", "//127.0.0.1:", 1), stderr
 		}
 		select {
 		case code := <-exit:
@@ -302,7 +345,7 @@ func startHTTP(t *testing.T, args ...string) string {
 		}
 	}
 	t.Fatalf("no URL logged:\n%s", stderr)
-	return ""
+	return "", nil
 }
 
 func TestMCPHTTP(t *testing.T) {
@@ -316,6 +359,198 @@ func TestMCPHTTP(t *testing.T) {
 	isErr, v := callExecute(t, cs, `return "<" + [1, 2].join() + ">"`)
 	if isErr || v["value"] != "<1,2>" {
 		t.Errorf("result = %v", v)
+	}
+}
+
+// initializeBody is an MCP initialize request, which opens a session.
+const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+
+// post sends an initialize request to url with the given headers ("Host"
+// sets the Host header) and returns the response, its body read.
+func post(t *testing.T, url string, header map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(initializeBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range header {
+		if k == "Host" {
+			req.Host = v
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+// TestMCPHTTPLoopbackChecks: on loopback without a token, a request must
+// name the server's own loopback address and port as its Host, and a
+// browser's Origin must be loopback, or it gets 403 with the reason.
+func TestMCPHTTPLoopbackChecks(t *testing.T) {
+	url := startHTTP(t)
+	port := url[strings.LastIndex(url, ":")+1 : strings.LastIndex(url, "/")]
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		want   int
+		reason string
+	}{
+		{"own address", nil, http.StatusOK, ""},
+		{"localhost", map[string]string{"Host": "localhost:" + port}, http.StatusOK, ""},
+		{"IPv6 loopback name", map[string]string{"Host": "[::1]:" + port}, http.StatusOK, ""},
+		{"loopback origin", map[string]string{"Origin": "http://localhost:6274"}, http.StatusOK, ""},
+		{"foreign host", map[string]string{"Host": "evil.example:" + port}, http.StatusForbidden, "Host"},
+		{"rebound name", map[string]string{"Host": "127.0.0.1.nip.io:" + port}, http.StatusForbidden, "Host"},
+		{"other port", map[string]string{"Host": "127.0.0.1:1"}, http.StatusForbidden, "Host"},
+		{"no port", map[string]string{"Host": "localhost"}, http.StatusForbidden, "Host"},
+		{"foreign origin", map[string]string{"Origin": "http://evil.example"}, http.StatusForbidden, "Origin"},
+		{"null origin", map[string]string{"Origin": "null"}, http.StatusForbidden, "Origin"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := post(t, url, tc.header)
+			if resp.StatusCode != tc.want || !strings.Contains(body, tc.reason) {
+				t.Errorf("got %d %q, want %d naming %q", resp.StatusCode, body, tc.want, tc.reason)
+			}
+		})
+	}
+}
+
+// bearer adds an Authorization header to every request.
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestMCPHTTPToken: with --http-token-env, on loopback and (with
+// --http-allow-remote) on every interface, a request without the token or
+// with a wrong one gets 401 and a Bearer challenge, and a client sending
+// it is served.
+func TestMCPHTTPToken(t *testing.T) {
+	t.Setenv(tokenEnv, testToken)
+	for _, bind := range []struct {
+		addr string
+		args []string
+	}{
+		{"127.0.0.1:0", []string{"--http-token-env", tokenEnv}},
+		{"0.0.0.0:0", []string{"--http-allow-remote", "--http-token-env", tokenEnv}},
+	} {
+		t.Run(bind.addr, func(t *testing.T) {
+			url, stderr := startHTTPAt(t, bind.addr, bind.args...)
+			for _, tc := range []struct {
+				name, authorization, origin string
+				want                        int
+			}{
+				{"none", "", "", http.StatusUnauthorized},
+				{"wrong, same length", "Bearer " + strings.Repeat("x", len(testToken)), "", http.StatusUnauthorized},
+				{"prefix of the token", "Bearer " + testToken[:len(testToken)-1], "", http.StatusUnauthorized},
+				{"token with more", "Bearer " + testToken + "0", "", http.StatusUnauthorized},
+				{"other scheme", "Basic " + testToken, "", http.StatusUnauthorized},
+				{"no scheme", testToken, "", http.StatusUnauthorized},
+				{"foreign origin, no token", "", "http://evil.example", http.StatusUnauthorized},
+				{"right", "Bearer " + testToken, "", http.StatusOK},
+				{"scheme in lower case", "bearer " + testToken, "", http.StatusOK},
+				// The token, not the origin, is what admits a client.
+				{"right, from an extension", "Bearer " + testToken, "chrome-extension://abc", http.StatusOK},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					header := map[string]string{}
+					if tc.authorization != "" {
+						header["Authorization"] = tc.authorization
+					}
+					if tc.origin != "" {
+						header["Origin"] = tc.origin
+					}
+					resp, body := post(t, url, header)
+					if resp.StatusCode != tc.want {
+						t.Errorf("got %d %q, want %d", resp.StatusCode, body, tc.want)
+					}
+					if challenge := resp.Header.Get("WWW-Authenticate"); tc.want == http.StatusUnauthorized && !strings.HasPrefix(challenge, "Bearer") {
+						t.Errorf("got WWW-Authenticate %q, want a Bearer challenge", challenge)
+					}
+				})
+			}
+			t.Run("SDK client", func(t *testing.T) {
+				client := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil)
+				if _, err := client.Connect(context.Background(), &mcpsdk.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil); err == nil {
+					t.Error("got a session without the token, want a refusal")
+				}
+				cs, err := client.Connect(context.Background(), &mcpsdk.StreamableClientTransport{
+					Endpoint: url, HTTPClient: &http.Client{Transport: bearer{testToken}}}, nil)
+				if err != nil {
+					t.Fatalf("with the token: %v", err)
+				}
+				defer cs.Close()
+				if isErr, v := callExecute(t, cs, `return 6 * 7`); isErr || v["value"] != 42.0 {
+					t.Errorf("got %v, want value 42", v)
+				}
+			})
+			if remote := !strings.HasPrefix(bind.addr, "127."); remote != strings.Contains(stderr.String(), "plain HTTP") {
+				t.Errorf("got plain-HTTP warning %v, want %v:\n%s", !remote, remote, stderr)
+			}
+		})
+	}
+}
+
+// TestMCPHTTPSessionFlags: --http-max-sessions refuses a session too many
+// with 503, and --http-idle-timeout frees an idle one.
+func TestMCPHTTPSessionFlags(t *testing.T) {
+	url, stderr := startHTTPAt(t, "127.0.0.1:0", "--http-max-sessions", "1", "--http-idle-timeout", "3s")
+	if resp, body := post(t, url, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("first session: got %d %q, want 200", resp.StatusCode, body)
+	}
+	// Within the idle timeout (a generous 3s between two requests).
+	if resp, body := post(t, url, nil); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "limit of 1 sessions") {
+		t.Errorf("second session: got %d %q, want 503 naming the limit", resp.StatusCode, body)
+	}
+	if !strings.Contains(stderr.String(), "refused a new HTTP session") {
+		t.Errorf("the refusal is not logged:\n%s", stderr)
+	}
+	var status int
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if resp, _ := post(t, url, nil); resp.StatusCode == http.StatusOK {
+			status = resp.StatusCode
+			break
+		}
+	}
+	if status != http.StatusOK {
+		t.Error("got no new session within 30s, want the idle one expired")
+	}
+}
+
+// TestMCPMaxRuns: with --max-runs 1, a call made while another program
+// runs waits for it (the log says so) and then runs.
+func TestMCPMaxRuns(t *testing.T) {
+	cs, stderr, _ := startStdio(t, context.Background(), "--max-runs", "1", "--log-level", "debug")
+	defer cs.Close()
+	slow := make(chan error, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: "execute",
+			Arguments: map[string]any{"code": `await new Promise((r) => setTimeout(r, 5000)); return "slow"`}})
+		if err == nil && res.IsError {
+			err = fmt.Errorf("isError: %v", res.StructuredContent)
+		}
+		slow <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // let the slow run start
+	if isErr, v := callExecute(t, cs, `return "quick"`); isErr || v["value"] != "quick" {
+		t.Errorf("got %v, want value quick", v)
+	}
+	if err := <-slow; err != nil {
+		t.Errorf("slow run: got %v, want success", err)
+	}
+	if !strings.Contains(stderr.String(), "execute waited for a run slot") {
+		t.Errorf("no run waited for a slot:\n%s", stderr)
 	}
 }
 
