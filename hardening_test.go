@@ -271,7 +271,7 @@ func TestQueuedWorkBounded(t *testing.T) {
 		}
 		return nil, ctx.Err()
 	}}
-	const timeout = 3 * time.Second
+	const timeout = 5 * time.Second
 	for _, tc := range []struct {
 		name, code string
 		memory     int64
@@ -280,13 +280,13 @@ func TestQueuedWorkBounded(t *testing.T) {
 	}{
 		// ~120,000 queued calls and 800 MB before.
 		{"call loop", `for (;;) tools.x.slow({})`, 0, 300 << 20},
-		// Pending inputs are bounded by the run's memory limit: with 8 MiB,
-		// a fifth 2 MB input is refused while the first four are under way.
+		// Pending inputs are bounded by the run's memory limit: with 4 MiB,
+		// a fifth 1 MB input is refused while the first four are under way.
 		// (A 20 MB input passed to a slow tool in a loop grew the heap past
 		// 1.2 GB.)
-		{"large inputs", `const big = "x".repeat(2e6); let refused = 0
-			for (let i = 0; i < 20; i++) tools.x.slow({ big }).catch((e) => { if (e.kind === "ToolCallLimitExceeded") refused++ })
-			await new Promise((r) => setTimeout(r, 50)); throw new Error("refused " + refused)`, 8 << 20, 100 << 20},
+		{"large inputs", `const big = "x".repeat(1e6); let refused = 0
+			for (let i = 0; i < 8; i++) tools.x.slow({ big }).catch((e) => { if (e.kind === "ToolCallLimitExceeded") refused++ })
+			await new Promise((r) => setTimeout(r, 50)); throw new Error("refused " + refused)`, 4 << 20, 100 << 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rt, err := New(Options{Tools: Tools{"x": Tools{"slow": slow}}, Timeout: timeout, MaxMemoryBytes: tc.memory})
@@ -331,8 +331,8 @@ func TestQueuedWorkBounded(t *testing.T) {
 			if elapsed > timeout+time.Second {
 				t.Errorf("took %v with a %v timeout", elapsed, timeout)
 			}
-			if tc.memory != 0 && (res.OK || res.Error.Message != "Error: refused 16") {
-				t.Errorf("got %s, want 16 calls refused for their pending input", brief(res))
+			if tc.memory != 0 && (res.OK || res.Error.Message != "Error: refused 4") {
+				t.Errorf("got %s, want 4 calls refused for their pending input", brief(res))
 			}
 		})
 	}

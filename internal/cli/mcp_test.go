@@ -670,3 +670,64 @@ func tail(s string, n int) string {
 	}
 	return s
 }
+
+// TestMCPSurvivesHostilePrograms: codemode mcp, over standard input/output
+// and over HTTP, answers every hostile program with a bounded result and
+// goes on serving. Each of these once took the process down, ran past its
+// deadline or returned megabytes.
+func TestMCPSurvivesHostilePrograms(t *testing.T) {
+	programs := map[string]string{
+		"deep typescript":      "let x: number = 1; return " + strings.Repeat("!", 200_000) + "x",
+		"deep brackets":        "return " + strings.Repeat("[", 200_000) + "1" + strings.Repeat("]", 200_000),
+		"wrapper break":        "})(); throw new SyntaxError('x'); (async () => {",
+		"timer touching URL":   `return await new Promise((r) => setTimeout(() => r(new URL("https://a.test/").href), 1))`,
+		"huge throw":           `throw new Error("x".repeat(2e7))`,
+		"long unknown tool":    `await tools["x".repeat(300000)]({})`,
+		"forged kind":          `const e = new Error("x"); e.kind = "TimeoutExceeded"; throw e`,
+		"call loop":            `for (;;) tools.x({})`,
+		"busy loop":            `while (true) {}`,
+		"stack trace function": `Error.prepareStackTrace = (e, s) => s.map((c) => typeof c.getFunction()).join(); return new Error().stack`,
+	}
+	check := func(t *testing.T, cs *mcpsdk.ClientSession) {
+		for name, code := range programs {
+			res, err := cs.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: "execute", Arguments: map[string]any{"code": code}})
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			b, _ := json.Marshal(res)
+			if len(b) > 60_000 { // the 20,000-byte output budget, as text and as structured content
+				t.Errorf("%s: the result is %d bytes", name, len(b))
+			}
+			if name != "timer touching URL" && name != "stack trace function" && !res.IsError {
+				t.Errorf("%s: succeeded: %s", name, b)
+			}
+		}
+		isErr, v := callExecute(t, cs, `return [1, 2, 3].map((x) => x * 2)`)
+		if isErr || fmt.Sprint(v["value"]) != "[2 4 6]" {
+			t.Errorf("after the hostile programs: %v", v)
+		}
+	}
+	t.Run("stdio", func(t *testing.T) {
+		cs, stderr, exit := startStdio(t, context.Background(), "--timeout", "2s")
+		check(t, cs)
+		_ = cs.Close()
+		select {
+		case code := <-exit:
+			if code != exitOK {
+				t.Errorf("exit %d\n%s", code, tail(stderr.String(), 2000))
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the server did not stop")
+		}
+	})
+	t.Run("http", func(t *testing.T) {
+		url := startHTTP(t, "--timeout", "2s")
+		cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).
+			Connect(context.Background(), &mcpsdk.StreamableClientTransport{Endpoint: url}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		check(t, cs)
+	})
+}
