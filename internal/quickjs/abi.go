@@ -19,9 +19,8 @@ const wasmSHA256 = "c0bd8f296e18cf074969f6401b9ecb72609a1323818ec2b9bf7a8f8d740d
 // PackageVersion is the npm quickjs-wasi version the embedded engine comes from.
 const PackageVersion = "3.7.0"
 
-// export names a guest function the host calls. Exports are looked up by
-// name when first called (see Instance.call); exportNames maps each to its
-// name in the binary.
+// export names a guest function the host calls; exportNames maps each to
+// its name in the binary (see Instance.exports).
 type export uint8
 
 const (

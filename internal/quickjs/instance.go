@@ -80,16 +80,17 @@ type Instance struct {
 	mem  *reservedMemory
 	host HostFunc
 
-	// frames holds, for each depth of nested guest calls, the export
-	// functions used at that depth and their parameter stack. A wazero
-	// api.Function owns one native stack and must not be called again
-	// before its call returns, and a host function may call back into the
-	// guest while an export runs (a timer callback that makes the host
-	// load URL does); so each depth has functions of its own, looked up on
-	// first use.
-	frames []*exportFrame
-	depth  int
-	dead   bool
+	// exports holds each export's functions. A wazero api.Function owns
+	// one native stack and must not be called again before its call
+	// returns, and a host function may call back into the guest through
+	// the export that is running (a timer callback that makes the host load
+	// URL runs qjs_call inside qjs_call): such a call gets a function of
+	// its own, looked up then. stacks holds a parameter stack per depth of
+	// nested calls.
+	exports [numExports]exportFns
+	stacks  [][]uint64
+	depth   int
+	dead    bool
 
 	born       time.Time
 	origin     int64 // the first monotonic reading, performance.now's origin
@@ -184,6 +185,9 @@ func (e *Engine) newInstance(ctx context.Context, cfg InstanceConfig) (in *Insta
 			in = nil
 		}
 	}()
+	if err = in.bindExports(); err != nil {
+		return nil, err
+	}
 	if _, err = in.call(xInitialize); err != nil {
 		return nil, err
 	}
@@ -228,22 +232,26 @@ func (in *Instance) call(id export, args ...uint64) (uint64, error) {
 		}
 		return 0, ErrDead
 	}
-	if in.depth == len(in.frames) {
-		in.frames = append(in.frames, &exportFrame{stack: make([]uint64, maxExportParams)})
-	}
-	fr := in.frames[in.depth]
-	f := fr.fns[id]
-	if f == nil {
-		if f = in.mod.ExportedFunction(exportNames[id]); f == nil {
+	x := &in.exports[id]
+	if x.active == len(x.fns) {
+		f := in.mod.ExportedFunction(exportNames[id])
+		if f == nil {
 			in.dead = true // checkABI saw it at load: the module is gone
 			return 0, ErrDead
 		}
-		fr.fns[id] = f
+		x.fns = append(x.fns, f)
 	}
-	copy(fr.stack, args)
+	if in.depth == len(in.stacks) {
+		in.stacks = append(in.stacks, make([]uint64, maxExportParams))
+	}
+	stack := in.stacks[in.depth]
+	copy(stack, args)
+	f := x.fns[x.active]
+	x.active++
 	in.depth++
-	err := f.CallWithStack(in.ctx, fr.stack)
+	err := f.CallWithStack(in.ctx, stack)
 	in.depth--
+	x.active--
 	if err != nil {
 		in.dead = true
 		if in.killed.Load() || in.pastDeadline() {
@@ -252,14 +260,28 @@ func (in *Instance) call(id export, args ...uint64) (uint64, error) {
 		}
 		return 0, &TrapError{Err: err}
 	}
-	return fr.stack[0], nil
+	return stack[0], nil
 }
 
-// exportFrame is the export functions of one call depth (see
-// Instance.frames).
-type exportFrame struct {
-	fns   [numExports]api.Function
-	stack []uint64
+// exportFns is one export's functions: fns[i] serves the call that is i
+// deep in calls of the same export (see Instance.exports).
+type exportFns struct {
+	fns    []api.Function
+	active int
+}
+
+// bindExports looks up every export once, while the instance is made:
+// a lookup costs microseconds and an allocation, and most runs use most
+// exports.
+func (in *Instance) bindExports() error {
+	for id, name := range exportNames {
+		f := in.mod.ExportedFunction(name)
+		if f == nil {
+			return &MissingExportError{Name: name}
+		}
+		in.exports[id].fns = append(in.exports[id].fns, f)
+	}
+	return nil
 }
 
 // maxExportParams is the most parameters (or results) any export takes.
