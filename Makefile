@@ -17,7 +17,7 @@ FIGMA_SPEC := testdata/large/figma-openapi.yaml
 FIGMA := @figma/rest-api-spec@0.43.0
 FIGMA_SHA512 := sha512-sbFm28WM8MsawyLSYO9Ddne+8xytWU5D7oCOOWyzRvLpd9InFHihC37dQBVJVzAVyT7HpwYtU4wlm+ALogC38g==
 
-.PHONY: all wasm specs demo test check vet staticcheck fmt-check tidy-check gotest bench benchcmd fuzz soak clean
+.PHONY: all wasm specs demo test check vet staticcheck fmt-check tidy-check cross gotest bench benchcmd fuzz soak clean
 
 all: wasm
 
@@ -42,7 +42,7 @@ specs: $(GITHUB_SPEC) $(FIGMA_SPEC)
 demo: wasm
 	go run ./cmd/codemode demo
 
-test: wasm specs fmt-check tidy-check vet staticcheck gotest
+test: wasm specs fmt-check tidy-check vet staticcheck cross gotest
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \
@@ -53,6 +53,11 @@ tidy-check:
 
 vet: wasm
 	go vet ./...
+
+# The module, command included, builds for the other systems it supports.
+cross: wasm
+	GOOS=windows GOARCH=amd64 go build ./...
+	GOOS=darwin GOARCH=arm64 go build ./...
 
 staticcheck: wasm
 	go tool staticcheck ./...

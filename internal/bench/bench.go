@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"sort"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -235,11 +234,15 @@ func timeNode(ctx context.Context, node string, w workload) (float64, error) {
 func pipelineRSS(ctx context.Context, exe, cacheDir string) (int64, error) {
 	prog := `const rows = Array.from({ length: 10000 }, (_, i) => ({ id: i, region: ["eu", "us", "apac"][i % 3], amount: (i * 7919) % 1000, label: "row " + i }))
 return rows.filter((r) => r.amount > 100).map((r) => ({ ...r, taxed: r.amount * 1.2 })).sort((a, b) => b.taxed - a.taxed).slice(0, 5).map((r) => r.id)`
-	_, usage, err := runExe(ctx, exe, cacheDir, prog)
+	_, state, err := runExe(ctx, exe, cacheDir, prog)
 	if err != nil {
 		return 0, err
 	}
-	return usage.Maxrss << 10, nil
+	rss, ok := peakRSS(state)
+	if !ok {
+		return 0, errors.New("the system reports no peak resident set for the child process")
+	}
+	return rss, nil
 }
 
 func coldStart(ctx context.Context, exe, cacheDir string) (time.Duration, error) {
@@ -257,7 +260,7 @@ func coldStart(ctx context.Context, exe, cacheDir string) (time.Duration, error)
 	return median(ds), nil
 }
 
-func runExe(ctx context.Context, exe, cacheDir, prog string) ([]byte, *syscall.Rusage, error) {
+func runExe(ctx context.Context, exe, cacheDir, prog string) ([]byte, *os.ProcessState, error) {
 	args := []string{"run", "--no-cache", "-"}
 	if cacheDir != "" {
 		args = []string{"run", "--cache-dir", cacheDir, "-"}
@@ -268,11 +271,7 @@ func runExe(ctx context.Context, exe, cacheDir, prog string) ([]byte, *syscall.R
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s %v: %w (%s)", exe, args, err, out)
 	}
-	usage, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		return out, nil, errors.New("no resource usage for the child process")
-	}
-	return out, usage, nil
+	return out, cmd.ProcessState, nil
 }
 
 func findNode(flag string) string {
