@@ -15,7 +15,7 @@ import (
 // testdata/fuzz/FuzzFromSpec (one is a panic the fuzzer found), the test
 // documents and the demo's.
 func FuzzFromSpec(f *testing.F) {
-	for _, p := range []string{"../testdata/openapi/circular.yaml", "../internal/demo/shop.yaml"} {
+	for _, p := range []string{"../testdata/openapi/circular.yaml", "../cmd/codemode/internal/demo/shop.yaml"} {
 		if data, err := os.ReadFile(p); err == nil {
 			f.Add(data)
 		}

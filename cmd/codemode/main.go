@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/codemode-go/codemode/internal/cli"
+	"github.com/codemode-go/codemode/cmd/codemode/internal/cli"
 )
 
 func main() {

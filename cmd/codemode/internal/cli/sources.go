@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/codemode-go/codemode"
-	"github.com/codemode-go/codemode/internal/demo"
+	"github.com/codemode-go/codemode/cmd/codemode/internal/demo"
 	"github.com/codemode-go/codemode/openapi"
 )
 

@@ -248,7 +248,7 @@ func TestMCPStdioClientGoneMidRun(t *testing.T) {
 // nodeSetup returns node and the repository root, or skips.
 func nodeSetup(t *testing.T) (string, string) {
 	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	root, err := filepath.Abs(filepath.Join("..", "..", "..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}

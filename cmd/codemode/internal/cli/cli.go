@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/codemode-go/codemode"
-	"github.com/codemode-go/codemode/internal/bench"
-	"github.com/codemode-go/codemode/internal/demo"
+	"github.com/codemode-go/codemode/cmd/codemode/internal/bench"
+	"github.com/codemode-go/codemode/cmd/codemode/internal/demo"
 )
 
 // Exit codes.
