@@ -61,15 +61,19 @@ func TestNewTool(t *testing.T) {
 func TestInvalidOptions(t *testing.T) {
 	ok := Tool{Run: func(context.Context, json.RawMessage) (any, error) { return nil, nil }}
 	for name, opts := range map[string]Options{
-		"negative timeout":    {Timeout: -time.Second},
-		"tiny memory":         {MaxMemoryBytes: 1000},
-		"huge memory":         {MaxMemoryBytes: 1 << 40},
-		"negative concurrent": {MaxConcurrency: -1},
-		"reserved namespace":  {Tools: Tools{"$codemode": Tools{"x": ok}}},
-		"top-level tool":      {Tools: Tools{"x": ok}},
-		"no run":              {Tools: Tools{"ns": Tools{"x": Tool{}}}},
-		"wrong type":          {Tools: Tools{"ns": Tools{"x": 42}}},
-		"nil tool":            {Tools: Tools{"ns": Tools{"x": (*Tool)(nil)}}},
+		"negative timeout":     {Timeout: -time.Second},
+		"tiny memory":          {MaxMemoryBytes: 1000},
+		"huge memory":          {MaxMemoryBytes: 1 << 40},
+		"negative concurrent":  {MaxConcurrency: -1},
+		"reserved namespace":   {Tools: Tools{"$codemode": Tools{"x": ok}}},
+		"top-level tool":       {Tools: Tools{"x": ok}},
+		"no run":               {Tools: Tools{"ns": Tools{"x": Tool{}}}},
+		"nil tool":             {Tools: Tools{"ns": Tools{"x": (*Tool)(nil)}}},
+		"nil node":             {Tools: Tools{"ns": Tools{"x": nil}}},
+		"reserved name then":   {Tools: Tools{"ns": Tools{"then": ok}}},
+		"reserved name toJSON": {Tools: Tools{"toJSON": Tools{"x": ok}}},
+		"empty name":           {Tools: Tools{"ns": Tools{"": ok}}},
+		"NUL in a name":        {Tools: Tools{"ns": Tools{"a\x00b": ok}}},
 	} {
 		if _, err := New(opts); !errors.Is(err, ErrInvalidOptions) {
 			t.Errorf("%s: got %v, want ErrInvalidOptions", name, err)
@@ -140,13 +144,13 @@ func TestHooks(t *testing.T) {
 	}}
 	rt := mustNew(t, Options{
 		Tools: Tools{"ns": Tools{"ok": ok, "bad": bad}},
-		OnToolCallStart: func(s ToolCallStart) {
+		OnToolCallStart: func(_ context.Context, s ToolCallStart) {
 			mu.Lock()
 			starts = append(starts, s)
 			mu.Unlock()
 			panic("a hook panics; the run must not notice")
 		},
-		OnToolCallEnd: func(e ToolCallEnd) {
+		OnToolCallEnd: func(_ context.Context, e ToolCallEnd) {
 			mu.Lock()
 			ends = append(ends, e)
 			mu.Unlock()

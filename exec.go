@@ -218,11 +218,11 @@ func (ex *execution) finished(inputBytes int) {
 func (ex *execution) perform(ctx context.Context, slot *ticket, index int, name string, input json.RawMessage,
 	run func(context.Context, json.RawMessage) (any, error)) (json.RawMessage, error) {
 	if err := slot.wait(ctx); err != nil {
-		ex.hookEnd(ToolCallEnd{Index: index, Name: name, Input: input, Outcome: "cancelled"})
+		ex.hookEnd(ctx, ToolCallEnd{Index: index, Name: name, Input: input, Outcome: OutcomeCancelled})
 		return nil, &sandbox.CallError{Kind: string(ToolFailure), Message: "Tool execution failed"}
 	}
 	defer ex.limiter.release()
-	ex.hookStart(ToolCallStart{Index: index, Name: name, Input: input})
+	ex.hookStart(ctx, ToolCallStart{Index: index, Name: name, Input: input})
 	start := time.Now()
 	end := ToolCallEnd{Index: index, Name: name, Input: input}
 	v, err := callTool(ctx, run, input)
@@ -232,21 +232,21 @@ func (ex *execution) perform(ctx context.Context, slot *ticket, index int, name 
 		if !safe {
 			msg = "Tool execution failed"
 		}
-		end.Outcome, end.Message, end.Err = "error", msg, err
+		end.Outcome, end.Message, end.Err = OutcomeError, msg, err
 		if ctx.Err() != nil {
-			end.Outcome = "cancelled"
+			end.Outcome = OutcomeCancelled
 		}
-		ex.hookEnd(end)
+		ex.hookEnd(ctx, end)
 		return nil, &sandbox.CallError{Kind: string(ToolFailure), Message: msg}
 	}
 	out, err := toolOutput(v)
 	if err != nil {
-		end.Outcome, end.Message = "invalid-output", err.Error()
-		ex.hookEnd(end)
+		end.Outcome, end.Message = OutcomeInvalidOutput, err.Error()
+		ex.hookEnd(ctx, end)
 		return nil, &sandbox.CallError{Kind: string(InvalidToolOutput), Message: jsPath(strings.Split(name, ".")) + " returned something that is not plain data: " + err.Error()}
 	}
-	end.Outcome = "ok"
-	ex.hookEnd(end)
+	end.Outcome = OutcomeOK
+	ex.hookEnd(ctx, end)
 	return out, nil
 }
 
@@ -260,20 +260,20 @@ func callTool(ctx context.Context, run func(context.Context, json.RawMessage) (a
 	return run(ctx, input)
 }
 
-func (ex *execution) hookStart(s ToolCallStart) {
+func (ex *execution) hookStart(ctx context.Context, s ToolCallStart) {
 	if h := ex.rt.opts.OnToolCallStart; h != nil {
 		func() {
 			defer func() { _ = recover() }()
-			h(s)
+			h(ctx, s)
 		}()
 	}
 }
 
-func (ex *execution) hookEnd(e ToolCallEnd) {
+func (ex *execution) hookEnd(ctx context.Context, e ToolCallEnd) {
 	if h := ex.rt.opts.OnToolCallEnd; h != nil {
 		func() {
 			defer func() { _ = recover() }()
-			h(e)
+			h(ctx, e)
 		}()
 	}
 }

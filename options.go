@@ -1,6 +1,7 @@
 package codemode
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,9 +44,11 @@ type Options struct {
 
 	// OnToolCallStart and OnToolCallEnd observe tool calls. They run on
 	// the calls' goroutines (so concurrently) and cannot fail the run: a
-	// panic in a hook is recovered and ignored.
-	OnToolCallStart func(ToolCallStart)
-	OnToolCallEnd   func(ToolCallEnd)
+	// panic in a hook is recovered and ignored. ctx is the call's: it
+	// carries the values of the context given to Execute (so a hook can
+	// tell runs apart), and ends with the run or a lost Promise.race.
+	OnToolCallStart func(ctx context.Context, call ToolCallStart)
+	OnToolCallEnd   func(ctx context.Context, call ToolCallEnd)
 
 	// CatalogBudget is the estimated tokens (characters / 4) of tool
 	// signatures that Instructions inlines. Zero means 2,000.
@@ -71,16 +74,30 @@ type ToolCallEnd struct {
 	Name     string
 	Input    json.RawMessage
 	Duration time.Duration
-	// Outcome is "ok", "error" (the tool failed), "invalid-output" (it
-	// returned something that is not plain data) or "cancelled" (the run
-	// ended or the call lost a Promise.race first).
-	Outcome string
+	Outcome  Outcome
 	// Message is what the program saw for a failure; empty on success.
 	Message string
 	// Err is the tool's own error, for the host's logs. It never reaches
 	// the program unless it was made with ToolError.
 	Err error
 }
+
+// Outcome says how a tool call ended.
+type Outcome string
+
+// The outcomes of a tool call.
+const (
+	// OutcomeOK: the tool returned plain data.
+	OutcomeOK Outcome = "ok"
+	// OutcomeError: the tool failed.
+	OutcomeError Outcome = "error"
+	// OutcomeInvalidOutput: the tool returned something that is not plain
+	// data.
+	OutcomeInvalidOutput Outcome = "invalid-output"
+	// OutcomeCancelled: the run ended, or the call lost a Promise.race,
+	// first.
+	OutcomeCancelled Outcome = "cancelled"
+)
 
 // Defaults for zero Options fields.
 const (

@@ -92,14 +92,123 @@ func safeMessage(err error) (string, bool) {
 	return "", false
 }
 
-// Tools is a tree of tools: each key names a [Tool] (or *Tool) or a nested
-// Tools namespace. Keys are arbitrary strings; "$codemode" is reserved at
-// the top level for the built-in search. A program calls a tool by its
-// path: tools.orders.lookup(...), or tools.context7["resolve-id"](...).
-type Tools map[string]any
+// Node is a value of a tool tree: a [Tool], or a [Tools] namespace of
+// more nodes. No other type implements it, so a tree that compiles holds
+// only tools and namespaces.
+type Node interface{ isNode() }
+
+func (Tool) isNode()  {}
+func (Tools) isNode() {}
+
+// Tools is a tree of tools: each key names a [Tool] or a nested Tools
+// namespace. A program calls a tool by its path: tools.orders.lookup(...),
+// or tools.context7["resolve-id"](...). Keys follow [CheckName];
+// "$codemode" is reserved at the top level for the built-in search.
+type Tools map[string]Node
 
 // SearchNamespace is the reserved namespace of the built-in tools.
 const SearchNamespace = "$codemode"
+
+// ErrInvalidName is wrapped by the errors of [CheckName], and by New's for
+// a tree with such a name.
+var ErrInvalidName = errors.New("invalid tool name")
+
+// reservedNames cannot be path segments: the tools object answers "then"
+// and "toJSON" itself, so that awaiting a namespace or serializing it
+// behaves like any other object. (Other names an object carries, such as
+// constructor or __proto__, work: the tools object is a proxy.)
+var reservedNames = map[string]bool{"then": true, "toJSON": true}
+
+// CheckName reports whether name can be a segment of a tool path. Any
+// non-empty string works (a program writes tools.ns["odd name"]) except
+// "then" and "toJSON", which the tools object answers itself, and a name
+// holding a NUL character. It is the one rule New and the adapters
+// (openapi, mcp) apply.
+func CheckName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: a name is empty", ErrInvalidName)
+	case reservedNames[name]:
+		return fmt.Errorf("%w: %q is reserved in programs", ErrInvalidName, name)
+	case strings.ContainsRune(name, 0):
+		return fmt.Errorf("%w: %q holds a NUL character", ErrInvalidName, name)
+	}
+	return nil
+}
+
+// SafeName returns name changed as little as possible to pass
+// [CheckName]: a reserved name gets a "_" suffix, NUL characters are
+// dropped, and an empty name becomes "_". Adapters use it to name tools
+// after what an upstream calls them.
+func SafeName(name string) string {
+	name = strings.ReplaceAll(name, "\x00", "")
+	if name == "" {
+		return "_"
+	}
+	if reservedNames[name] {
+		return name + "_"
+	}
+	return name
+}
+
+// Walk calls fn for every tool of the tree with its path, in sorted order,
+// and stops at fn's first error. It reports a node that is neither a Tool
+// nor a Tools (a nil *Tool), and a name [CheckName] refuses.
+func (t Tools) Walk(fn func(path []string, tool Tool) error) error {
+	return t.walk(nil, fn)
+}
+
+func (t Tools) walk(prefix []string, fn func([]string, Tool) error) error {
+	keys := make([]string, 0, len(t))
+	for k := range t {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		path := append(append(make([]string, 0, len(prefix)+1), prefix...), k)
+		if err := CheckName(k); err != nil && !(len(prefix) == 0 && k == SearchNamespace) {
+			return fmt.Errorf("%s: %w", jsPath(path), err)
+		}
+		var err error
+		switch v := t[k].(type) {
+		case Tool:
+			err = fn(path, v)
+		case *Tool:
+			if v == nil {
+				return fmt.Errorf("%s is a nil *Tool", jsPath(path))
+			}
+			err = fn(path, *v)
+		case Tools:
+			err = v.walk(path, fn)
+		default: // a nil Node
+			return fmt.Errorf("%s is nil, want a Tool or Tools", jsPath(path))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ErrNameClash is wrapped by Merge's error when two trees use one name.
+var ErrNameClash = errors.New("tool name clash")
+
+// Merge combines tool sources, each owning its top-level names (the
+// namespaces of an OpenAPI document, of MCP servers, of the host's own
+// tools). A name in two trees is an error wrapping ErrNameClash that
+// names it. The trees are not modified; the result shares their nodes.
+func Merge(trees ...Tools) (Tools, error) {
+	out := Tools{}
+	for _, t := range trees {
+		for k, v := range t {
+			if _, taken := out[k]; taken {
+				return nil, fmt.Errorf("%w: %q is given twice", ErrNameClash, k)
+			}
+			out[k] = v
+		}
+	}
+	return out, nil
+}
 
 // toolEntry is a tool with its resolved path and schema.
 type toolEntry struct {
@@ -109,70 +218,36 @@ type toolEntry struct {
 	resolved *jsonschema.Resolved
 }
 
-// flatten walks the tree in sorted order and checks it.
+// flatten checks the tree and lists its tools in sorted order.
 func (t Tools) flatten() ([]*toolEntry, error) {
 	var out []*toolEntry
-	var walk func(prefix []string, node Tools) error
-	walk = func(prefix []string, node Tools) error {
-		keys := make([]string, 0, len(node))
-		for k := range node {
-			keys = append(keys, k)
+	err := t.Walk(func(path []string, tool Tool) error {
+		if path[0] == SearchNamespace {
+			return fmt.Errorf("the namespace %q is reserved", SearchNamespace)
 		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			path := append(append([]string(nil), prefix...), k)
-			if len(prefix) == 0 && k == SearchNamespace {
-				return fmt.Errorf("codemode: the namespace %q is reserved", SearchNamespace)
-			}
-			switch v := node[k].(type) {
-			case Tool:
-				e, err := newEntry(path, v)
-				if err != nil {
-					return err
-				}
-				out = append(out, e)
-			case *Tool:
-				if v == nil {
-					return fmt.Errorf("codemode: tool %s is nil", strings.Join(path, "."))
-				}
-				e, err := newEntry(path, *v)
-				if err != nil {
-					return err
-				}
-				out = append(out, e)
-			case Tools:
-				if err := walk(path, v); err != nil {
-					return err
-				}
-			case map[string]any:
-				if err := walk(path, Tools(v)); err != nil {
-					return err
-				}
-			default:
-				return fmt.Errorf("codemode: %s is a %T, want a Tool or Tools", strings.Join(path, "."), v)
-			}
+		e, err := newEntry(path, tool)
+		if err != nil {
+			return err
 		}
+		out = append(out, e)
 		return nil
-	}
-	if err := walk(nil, t); err != nil {
-		return nil, err
-	}
-	return out, nil
+	})
+	return out, err
 }
 
 func newEntry(path []string, t Tool) (*toolEntry, error) {
 	name := strings.Join(path, ".")
 	if len(path) < 2 {
-		return nil, fmt.Errorf("codemode: tool %q must be inside a namespace (tools.<namespace>.<tool>)", name)
+		return nil, fmt.Errorf("tool %q must be inside a namespace (tools.<namespace>.<tool>)", name)
 	}
 	if t.Run == nil {
-		return nil, fmt.Errorf("codemode: tool %s has no Run function", name)
+		return nil, fmt.Errorf("tool %s has no Run function", jsPath(path))
 	}
 	e := &toolEntry{path: path, name: name, tool: t}
 	if t.Input != nil && !t.SkipInputValidation {
 		r, err := t.Input.Resolve(nil)
 		if err != nil {
-			return nil, fmt.Errorf("codemode: tool %s: input schema: %w", name, err)
+			return nil, fmt.Errorf("tool %s: input schema: %w", jsPath(path), err)
 		}
 		e.resolved = r
 	}

@@ -293,6 +293,9 @@ func checkServerName(name string) error {
 	if name == codemode.SearchNamespace {
 		return fmt.Errorf("server name %q is reserved for the built-in search", name)
 	}
+	if err := codemode.CheckName(name); err != nil {
+		return fmt.Errorf("server name: %w", err)
+	}
 	if len(name) > 64 {
 		return fmt.Errorf("server name %q is longer than 64 characters", name)
 	}

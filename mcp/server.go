@@ -274,8 +274,8 @@ func (s *Server) SetTools(tools codemode.Tools) error {
 	s.setMu.Lock()
 	defer s.setMu.Unlock()
 	opts := s.opts.Runtime
-	opts.Tools = withProgress(tools, codemode.Tools{}, nil)
-	opts.OnToolCallEnd = s.logToolCall(opts.OnToolCallEnd)
+	opts.Tools = tools
+	opts.OnToolCallEnd = s.onToolCallEnd(opts.OnToolCallEnd)
 	rt, err := codemode.New(opts)
 	if err != nil {
 		return err
@@ -461,14 +461,19 @@ func (s *Server) acquireRun(ctx context.Context) (release func(), waited time.Du
 // logToolCall chains a hook that logs each tool call: the tool's own error
 // reaches only this hook (the program sees "Tool execution failed"), so
 // the log is where an operator finds it.
-func (s *Server) logToolCall(next func(codemode.ToolCallEnd)) func(codemode.ToolCallEnd) {
-	return func(e codemode.ToolCallEnd) {
+// onToolCallEnd reports a finished call: to the run's progress reporter,
+// when the client asked for progress, and to the log.
+func (s *Server) onToolCallEnd(next func(context.Context, codemode.ToolCallEnd)) func(context.Context, codemode.ToolCallEnd) {
+	return func(ctx context.Context, e codemode.ToolCallEnd) {
 		if next != nil {
-			next(e)
+			next(ctx, e)
+		}
+		if p, ok := ctx.Value(progressKey{}).(*progress); ok {
+			p.done(ctx, e.Name, e.Outcome != codemode.OutcomeOK)
 		}
 		attrs := []any{"tool", e.Name, "outcome", e.Outcome, "took", e.Duration.Round(time.Millisecond)}
 		switch e.Outcome {
-		case "error", "invalid-output":
+		case codemode.OutcomeError, codemode.OutcomeInvalidOutput:
 			if e.Err != nil {
 				attrs = append(attrs, "error", e.Err)
 			} else {
@@ -522,10 +527,9 @@ func toolResult(res codemode.Result) *mcpsdk.CallToolResult {
 	}
 }
 
-// progressKey carries a run's progress reporter in the tool calls'
-// contexts. The runtime-wide OnToolCallEnd hook cannot tell concurrent
-// runs apart, so progress rides on the context instead, which every
-// tool's Run receives from its own run.
+// progressKey carries a run's progress reporter in the context given to
+// Execute, which the OnToolCallEnd hook receives with each of the run's
+// calls.
 type progressKey struct{}
 
 // progress sends notifications/progress for one run, one per finished
@@ -538,7 +542,7 @@ type progress struct {
 	n  int
 }
 
-func (p *progress) done(ctx context.Context, name string, err error) {
+func (p *progress) done(ctx context.Context, name string, failed bool) {
 	if ctx.Err() != nil {
 		return // the call lost a race or the run ended: nothing to report
 	}
@@ -546,64 +550,11 @@ func (p *progress) done(ctx context.Context, name string, err error) {
 	defer p.mu.Unlock()
 	p.n++
 	msg := fmt.Sprintf("%d tool calls finished; last: %s", p.n, name)
-	if err != nil {
+	if failed {
 		msg += " (failed)"
 	}
 	// A client that stops reading must not stall the tool's goroutine.
 	nctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	_ = p.session.NotifyProgress(nctx, &mcpsdk.ProgressNotificationParams{ProgressToken: p.token, Progress: float64(p.n), Message: msg})
-}
-
-// withProgress copies a tool tree, wrapping each tool's Run to report its
-// completion to the run's progress reporter. Values it does not recognize
-// are copied as they are, for codemode.New to judge.
-func withProgress(in, out codemode.Tools, prefix []string) codemode.Tools {
-	for k, v := range in {
-		path := append(append([]string(nil), prefix...), k)
-		switch v := v.(type) {
-		case codemode.Tool:
-			out[k] = reportingTool(v, path)
-		case *codemode.Tool:
-			if v == nil {
-				out[k] = v
-			} else {
-				out[k] = reportingTool(*v, path)
-			}
-		case codemode.Tools:
-			out[k] = withProgress(v, codemode.Tools{}, path)
-		case map[string]any:
-			out[k] = withProgress(v, codemode.Tools{}, path)
-		default:
-			out[k] = v
-		}
-	}
-	return out
-}
-
-func reportingTool(t codemode.Tool, path []string) codemode.Tool {
-	run := t.Run
-	if run == nil {
-		return t
-	}
-	name := joinPath(path)
-	t.Run = func(ctx context.Context, input json.RawMessage) (any, error) {
-		v, err := run(ctx, input)
-		if p, ok := ctx.Value(progressKey{}).(*progress); ok {
-			p.done(ctx, name, err)
-		}
-		return v, err
-	}
-	return t
-}
-
-func joinPath(path []string) string {
-	var b bytes.Buffer
-	for i, p := range path {
-		if i > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(p)
-	}
-	return b.String()
 }

@@ -258,7 +258,7 @@ func TestServerSetTools(t *testing.T) {
 	}
 
 	// An invalid tree is refused and the old one kept.
-	if err := srv.SetTools(codemode.Tools{"bad": 42}); err == nil {
+	if err := srv.SetTools(codemode.Tools{"bad": codemode.Tools{"then": codemode.Tool{Run: func(context.Context, json.RawMessage) (any, error) { return nil, nil }}}}); err == nil {
 		t.Error("SetTools accepted an invalid tree")
 	}
 	_, v = callExecute(t, cs, map[string]any{"code": `return "v2" in tools && !("bad" in tools)`})

@@ -363,11 +363,10 @@ func (up *upstream) namespace(list []*mcpsdk.Tool) (codemode.Tools, string) {
 		if !up.cfg.allowed(t.Name) {
 			continue
 		}
-		member := t.Name
-		if member == "then" || member == "toJSON" {
-			// The tools proxy answers these two itself (so that awaiting
-			// or serializing a namespace behaves); expose the tool beside.
-			member += "_"
+		member := codemode.SafeName(t.Name)
+		if member != t.Name {
+			// A name programs cannot use (then, toJSON, ...): expose the
+			// tool beside it.
 			up.log.Warn("tool renamed: its name is reserved in programs", "tool", t.Name, "as", member)
 		}
 		if _, dup := ns[member]; dup {

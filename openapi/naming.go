@@ -9,14 +9,6 @@ import (
 	"github.com/codemode-go/codemode"
 )
 
-// reservedNames cannot be a segment of a tool path: the runtime's tools
-// proxy answers "then" and "toJSON" itself (so that awaiting or
-// serializing a namespace behaves), and the other three are the names
-// JavaScript treats specially on every object.
-var reservedNames = map[string]bool{
-	"then": true, "toJSON": true, "__proto__": true, "constructor": true, "prototype": true,
-}
-
 // toolPath names an operation's tool. An operationId is split on "." and
 // "/" into namespace levels, and each level is made an identifier (other
 // separators become camelCase word breaks). Without a usable operationId
@@ -39,7 +31,7 @@ func toolPath(operationID, method, path string) []string {
 // identifier joins the words of s in camelCase: the first word keeps its
 // case, each later word gets an upper-case first letter ("get-content" →
 // "getContent", "list_orders" → "listOrders"). A leading digit gets a "_"
-// prefix, and a reserved name a "_" suffix.
+// prefix, and a name codemode reserves a "_" suffix (codemode.SafeName).
 func identifier(s string) string {
 	var b strings.Builder
 	for i, w := range words(s) {
@@ -55,9 +47,7 @@ func identifier(s string) string {
 	if r, _ := utf8.DecodeRuneInString(id); unicode.IsDigit(r) {
 		id = "_" + id
 	}
-	if reservedNames[id] {
-		id += "_"
-	}
+	id = codemode.SafeName(id)
 	return id
 }
 
@@ -107,10 +97,7 @@ func methodPathName(method, path string) string {
 	if name == "" {
 		name = "call"
 	}
-	if reservedNames[name] {
-		name += "_"
-	}
-	return name
+	return codemode.SafeName(name)
 }
 
 // uniquePaths makes every tool path distinct and keeps tools and

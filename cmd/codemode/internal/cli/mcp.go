@@ -250,11 +250,15 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return exitFailure
 	}
 
+	// Every server's namespace is in up.Tools() from the start, so a clash
+	// with the --openapi namespaces shows now or never.
+	if _, err := codemode.Merge(up.Tools(), extra); err != nil {
+		_ = up.Close()
+		fmt.Fprintf(stderr, "codemode mcp: an MCP server and an --openapi document: %v\n", err)
+		return exitUsage
+	}
 	current := func() codemode.Tools {
-		all := up.Tools()
-		for k, v := range extra {
-			all[k] = v
-		}
+		all, _ := codemode.Merge(up.Tools(), extra)
 		return all
 	}
 	opts := f.runtimeOptions()

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"regexp"
 	"strings"
 
 	"github.com/codemode-go/codemode"
@@ -39,15 +38,11 @@ func (s *sourceFlags) register(fs *flag.FlagSet) {
 	fs.Var(&s.apikeyEnv, "apikey-env", "SCHEME=NAME: environment variable NAME holds the API key of security scheme SCHEME (repeatable)")
 }
 
-var namespaceRe = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
-
 // tools builds the tool tree; warnings (skipped operations) go to warn.
 func (s *sourceFlags) tools(warn func(format string, args ...any)) (codemode.Tools, error) {
 	tools := codemode.Tools{}
 	if s.demoTools {
-		for k, v := range demo.Tools() {
-			tools[k] = v
-		}
+		tools = demo.Tools()
 	}
 	creds, err := s.credentials()
 	if err != nil {
@@ -66,13 +61,12 @@ func (s *sourceFlags) tools(warn func(format string, args ...any)) (codemode.Too
 		if ns == "" {
 			ns = api.Namespace
 		}
-		if !namespaceRe.MatchString(ns) {
+		if err := codemode.CheckName(ns); err != nil || ns == codemode.SearchNamespace {
 			return nil, fmt.Errorf("--openapi %s: %q is not a usable namespace; give one with PATH=namespace", path, ns)
 		}
-		if _, dup := tools[ns]; dup {
-			return nil, fmt.Errorf("--openapi %s: namespace %q is already taken; give another with PATH=namespace", path, ns)
+		if tools, err = codemode.Merge(tools, codemode.Tools{ns: api.Tools}); err != nil {
+			return nil, fmt.Errorf("--openapi %s: %w; give another namespace with PATH=namespace", path, err)
 		}
-		tools[ns] = api.Tools
 		for _, sk := range api.Skipped {
 			warn("%s: skipped %s: %s", path, sk.Operation, sk.Reason)
 		}
