@@ -160,7 +160,7 @@ func TestSearchGolden(t *testing.T) {
 		{"", "", 3, 6},                                      // last page
 		{"zebra", "", 10, 0},                                // nothing matches
 	} {
-		res := rt.Search(q.query, q.namespace, q.limit, q.offset)
+		res := rt.Search(SearchRequest{Query: q.query, Namespace: q.namespace, Limit: q.limit, Offset: q.offset})
 		var paths []string
 		for _, it := range res.Items {
 			paths = append(paths, it.Path)
@@ -175,7 +175,7 @@ func TestSearchGolden(t *testing.T) {
 	}
 	golden(t, "discovery/search.txt", out.String())
 	// One full item, with its signature.
-	res := rt.Search("orders.refund", "", 10, 0)
+	res := rt.Search(SearchRequest{Query: "orders.refund"})
 	b, _ := json.MarshalIndent(res, "", "  ")
 	golden(t, "discovery/search-item.json", string(b)+"\n")
 }

@@ -99,6 +99,33 @@ const (
 	OutcomeCancelled Outcome = "cancelled"
 )
 
+// The preset limits for untrusted programs (written by a model), sized for
+// a model's context: long enough for a dozen sequential remote calls, few
+// enough calls that a runaway loop ends quickly, and a result that fits a
+// context window comfortably (about 5,000 tokens). codemode run and
+// codemode mcp start from them; see [Options.WithUntrustedLimits].
+const (
+	UntrustedTimeout        = 30 * time.Second
+	UntrustedMaxToolCalls   = 100
+	UntrustedMaxOutputBytes = 20_000
+)
+
+// WithUntrustedLimits returns o with Timeout, MaxToolCalls and
+// MaxOutputBytes set to the untrusted preset where they are zero. The zero
+// Options keep meaning "no limit": a host opts in.
+func (o Options) WithUntrustedLimits() Options {
+	if o.Timeout == 0 {
+		o.Timeout = UntrustedTimeout
+	}
+	if o.MaxToolCalls == 0 {
+		o.MaxToolCalls = UntrustedMaxToolCalls
+	}
+	if o.MaxOutputBytes == 0 {
+		o.MaxOutputBytes = UntrustedMaxOutputBytes
+	}
+	return o
+}
+
 // Defaults for zero Options fields.
 const (
 	DefaultMaxMemoryBytes = 64 << 20

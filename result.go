@@ -31,6 +31,17 @@ type ToolCall struct {
 	Name string `json:"name"`
 }
 
+// Err returns the run's failure as an error: nil when the run succeeded,
+// else its *Diagnostic, whose Kind errors.Is matches:
+//
+//	if errors.Is(res.Err(), codemode.TimeoutExceeded) { ... }
+func (r Result) Err() error {
+	if r.Error == nil {
+		return nil
+	}
+	return r.Error
+}
+
 // Diagnostic describes a failed run.
 type Diagnostic struct {
 	Kind    Kind   `json:"kind"`
@@ -41,7 +52,16 @@ type Diagnostic struct {
 	Suggestions []string `json:"suggestions,omitempty"`
 }
 
-// Error implements error, so a Diagnostic can travel as one.
+// Is reports whether target is d's Kind, so errors.Is(err, TimeoutExceeded)
+// works on a Diagnostic.
+func (d *Diagnostic) Is(target error) bool {
+	k, ok := target.(Kind)
+	return ok && k == d.Kind
+}
+
+// Error implements error, so a Diagnostic can travel as one. Use
+// [Result.Err] to get it as an error: a nil *Diagnostic in an error
+// interface is not nil.
 func (d *Diagnostic) Error() string {
 	if d.Location != nil {
 		return fmt.Sprintf("%s at %d:%d: %s", d.Kind, d.Location.Line, d.Location.Column, d.Message)
@@ -55,8 +75,11 @@ type Location struct {
 	Column int `json:"column"`
 }
 
-// Kind classifies a failed run. The set is closed.
+// Kind classifies a failed run. The set is closed. A Kind is an error
+// value, so errors.Is can match a Diagnostic against it.
 type Kind string
+
+func (k Kind) Error() string { return string(k) }
 
 // The diagnostic kinds.
 const (

@@ -10,12 +10,19 @@ import (
 	"unicode"
 )
 
-// searchInput is the argument of tools.$codemode.search.
-type searchInput struct {
-	Query     string `json:"query,omitempty"`
+// SearchRequest is a search of the tool catalog, by the host
+// (Runtime.Search) or by a program (tools.$codemode.search takes the same
+// fields).
+type SearchRequest struct {
+	// Query is matched against tool paths, names, descriptions and
+	// parameters; empty lists the tools in catalog order.
+	Query string `json:"query,omitempty"`
+	// Namespace, when set, keeps only the tools under it.
 	Namespace string `json:"namespace,omitempty"`
-	Limit     *int   `json:"limit,omitempty"`
-	Offset    *int   `json:"offset,omitempty"`
+	// Limit is the most items returned. Zero means 10.
+	Limit int `json:"limit,omitempty"`
+	// Offset skips that many items, to page through results.
+	Offset int `json:"offset,omitempty"`
 }
 
 // SearchResult is what tools.$codemode.search returns.
@@ -61,23 +68,17 @@ func validateSearch(raw json.RawMessage) error {
 
 // searchTool serves tools.$codemode.search.
 func (rt *Runtime) searchTool(_ context.Context, raw json.RawMessage) (any, error) {
-	var in searchInput
-	if err := json.Unmarshal(raw, &in); err != nil {
+	var req SearchRequest
+	if err := json.Unmarshal(raw, &req); err != nil {
 		return nil, ToolError("invalid search input")
 	}
-	return rt.Search(in.Query, in.Namespace, derefOr(in.Limit, 10), derefOr(in.Offset, 0)), nil
-}
-
-func derefOr(p *int, d int) int {
-	if p == nil {
-		return d
-	}
-	return *p
+	return rt.Search(req), nil
 }
 
 // Search ranks the catalog for a query, as tools.$codemode.search does.
 // An empty query lists every tool (of the namespace, when given).
-func (rt *Runtime) Search(query, namespace string, limit, offset int) SearchResult {
+func (rt *Runtime) Search(req SearchRequest) SearchResult {
+	query, namespace, limit, offset := req.Query, req.Namespace, req.Limit, req.Offset
 	if limit <= 0 {
 		limit = 10
 	}

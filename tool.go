@@ -71,16 +71,27 @@ func NewTool[In, Out any](description string, fn func(ctx context.Context, in In
 // ToolError returns an error whose message is safe to show the program
 // and the model. Use it for expected failures the model can act on
 // ("order o-9 not found"); everything else stays private.
-func ToolError(message string) error { return &safeError{message} }
+func ToolError(message string) error { return &safeError{msg: message} }
 
 // ToolErrorf is [ToolError] with formatting.
 func ToolErrorf(format string, args ...any) error {
-	return &safeError{fmt.Sprintf(format, args...)}
+	return &safeError{msg: fmt.Sprintf(format, args...)}
 }
 
-type safeError struct{ msg string }
+// ToolErrorCause is [ToolError] with a private cause: the program and the
+// model see only message, while the host's OnToolCallEnd (its Err) and
+// errors.Is and errors.As reach cause.
+func ToolErrorCause(message string, cause error) error {
+	return &safeError{msg: message, cause: cause}
+}
+
+type safeError struct {
+	msg   string
+	cause error
+}
 
 func (e *safeError) Error() string { return e.msg }
+func (e *safeError) Unwrap() error { return e.cause }
 
 // safeMessage returns the message a tool error may show, and whether it is
 // a ToolError.

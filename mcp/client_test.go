@@ -171,7 +171,7 @@ func TestMalformedSchemaKeepsTool(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	if !strings.Contains(rt.Instructions(), "bad_schema") && rt.Search("bad_schema", "", 5, 0).Items == nil {
+	if !strings.Contains(rt.Instructions(), "bad_schema") && rt.Search(codemode.SearchRequest{Query: "bad_schema", Limit: 5}).Items == nil {
 		t.Error("bad_schema is not in the catalog")
 	}
 	res, m := run(t, up.Tools(), codemode.Options{}, `return [await tools.kit.bad_schema({ x: 1 }), await tools.kit.bad_properties({})]`)

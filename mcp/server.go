@@ -15,16 +15,6 @@ import (
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Limits sized for a model's context, used as the CLI's defaults (see
-// ServerOptions.Runtime): long enough for a dozen sequential remote calls,
-// few enough calls that a runaway loop ends quickly, and an output that
-// fits comfortably in a context window (about 5,000 tokens).
-const (
-	DefaultTimeout        = 30 * time.Second
-	DefaultMaxToolCalls   = 100
-	DefaultMaxOutputBytes = 20_000
-)
-
 // ExecuteTool is the name of the one tool the server offers.
 const ExecuteTool = "execute"
 
@@ -38,8 +28,8 @@ type ServerOptions struct {
 	// the initial tool tree (SetTools replaces it) and its limits apply to
 	// each execute call. Its zero values mean what they mean to codemode —
 	// no time, tool-call or output limit — so a server facing a model
-	// should set them; DefaultTimeout, DefaultMaxToolCalls and
-	// DefaultMaxOutputBytes are a good start.
+	// should set them; codemode.Options.WithUntrustedLimits sets the
+	// preset codemode mcp uses.
 	Runtime codemode.Options
 
 	// Logger receives one record per run and the server's diagnostics.
@@ -476,6 +466,9 @@ func (s *Server) onToolCallEnd(next func(context.Context, codemode.ToolCallEnd))
 		case codemode.OutcomeError, codemode.OutcomeInvalidOutput:
 			if e.Err != nil {
 				attrs = append(attrs, "error", e.Err)
+				if cause := errors.Unwrap(e.Err); cause != nil {
+					attrs = append(attrs, "cause", cause) // a ToolErrorCause's private part
+				}
 			} else {
 				attrs = append(attrs, "message", e.Message)
 			}

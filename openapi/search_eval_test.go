@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/codemode-go/codemode"
 )
 
 // TestGitHubSearchRecall measures recall@5 of tools.$codemode.search on a
@@ -28,7 +30,7 @@ func TestGitHubSearchRecall(t *testing.T) {
 	hits1, hits5 := 0, 0
 	var misses []string
 	for _, q := range queries {
-		res := rt.Search(q.Query, "", 5, 0)
+		res := rt.Search(codemode.SearchRequest{Query: q.Query, Limit: 5})
 		rank := -1
 		for i, it := range res.Items {
 			if slices.Contains(q.Want, it.Path) {

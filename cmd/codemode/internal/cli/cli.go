@@ -85,9 +85,9 @@ type limitFlags struct {
 }
 
 func (l *limitFlags) register(fs *flag.FlagSet) {
-	fs.DurationVar(&l.timeout, "timeout", 30*time.Second, "run time limit, a Go duration such as 500ms or 2s (0 = none)")
-	fs.IntVar(&l.maxToolCalls, "max-tool-calls", 0, "most tool calls a run may make (0 = no limit)")
-	fs.IntVar(&l.maxOutputBytes, "max-output-bytes", 0, "most bytes of value and logs in the result (0 = no limit)")
+	fs.DurationVar(&l.timeout, "timeout", codemode.UntrustedTimeout, "run time limit, a Go duration such as 500ms or 2s (0 = none)")
+	fs.IntVar(&l.maxToolCalls, "max-tool-calls", codemode.UntrustedMaxToolCalls, "most tool calls a run may make (0 = no limit)")
+	fs.IntVar(&l.maxOutputBytes, "max-output-bytes", codemode.UntrustedMaxOutputBytes, "most bytes of value and logs in the result (0 = no limit)")
 	fs.Var(&l.maxMemory, "max-memory", "engine memory limit in bytes, e.g. 67108864 or 64MiB (default 64MiB)")
 	fs.BoolVar(&l.pretty, "pretty", false, "indent the JSON result")
 	fs.StringVar(&l.cacheDir, "cache-dir", defaultCacheDir(), "directory for the compiled engine cache")
@@ -209,7 +209,7 @@ func discoveryCmd(name string, args []string, stdout, stderr io.Writer) int {
 	case "catalog":
 		v = rt.Catalog()
 	case "search":
-		v = rt.Search(fs.Arg(0), *namespace, *limit, *offset)
+		v = rt.Search(codemode.SearchRequest{Query: fs.Arg(0), Namespace: *namespace, Limit: *limit, Offset: *offset})
 	}
 	if err := writeJSON(stdout, v, lf.pretty); err != nil {
 		fmt.Fprintf(stderr, "codemode: %v\n", err)

@@ -95,9 +95,9 @@ func defaultMaxRuns() int { return 2 * runtime.GOMAXPROCS(0) }
 func (f *mcpFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", `MCP servers file: {"mcpServers": {"name": {"command": ...} or {"url": ...}}}`)
 	fs.StringVar(&f.httpAddr, "http", "", "serve streamable HTTP at ADDR (host:port, loopback unless --http-allow-remote; path /mcp) instead of standard input/output")
-	fs.DurationVar(&f.timeout, "timeout", mcp.DefaultTimeout, "time limit of one run (0 = none)")
-	fs.IntVar(&f.maxToolCalls, "max-tool-calls", mcp.DefaultMaxToolCalls, "most tool calls one run may make (0 = no limit)")
-	fs.IntVar(&f.maxOutputBytes, "max-output-bytes", mcp.DefaultMaxOutputBytes, "most bytes of value and logs a result carries (0 = no limit)")
+	fs.DurationVar(&f.timeout, "timeout", codemode.UntrustedTimeout, "time limit of one run (0 = none)")
+	fs.IntVar(&f.maxToolCalls, "max-tool-calls", codemode.UntrustedMaxToolCalls, "most tool calls one run may make (0 = no limit)")
+	fs.IntVar(&f.maxOutputBytes, "max-output-bytes", codemode.UntrustedMaxOutputBytes, "most bytes of value and logs a result carries (0 = no limit)")
 	f.maxMemory = codemode.DefaultMaxMemoryBytes
 	fs.Var(&f.maxMemory, "max-memory", "engine memory limit of one run, in bytes or with a unit such as 64MiB")
 	fs.IntVar(&f.maxConcurrency, "max-concurrency", codemode.DefaultMaxConcurrency, "tool calls of one run that execute at once")

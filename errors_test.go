@@ -1,0 +1,71 @@
+package codemode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestResultErr: Err is nil on success (never a typed nil), and errors.Is
+// matches a failure's kind.
+func TestResultErr(t *testing.T) {
+	rt := mustNew(t, Options{Timeout: 50 * time.Millisecond})
+	ok := run(t, rt, `return 1`)
+	if err := ok.Err(); err != nil {
+		t.Errorf("a successful run: Err() = %v, want nil", err)
+	}
+	res := run(t, rt, `while (true) {}`)
+	err := res.Err()
+	if !errors.Is(err, TimeoutExceeded) || errors.Is(err, MemoryLimitExceeded) {
+		t.Errorf("Err() = %v: want it to match TimeoutExceeded and nothing else", err)
+	}
+	var d *Diagnostic
+	if !errors.As(err, &d) || d.Kind != TimeoutExceeded {
+		t.Errorf("errors.As(*Diagnostic) = %v", d)
+	}
+}
+
+// TestToolErrorCause: a tool's private cause reaches the host's hook and
+// errors.Is, never the program.
+func TestToolErrorCause(t *testing.T) {
+	cause := &fs.PathError{Op: "open", Path: "/srv/secret/orders.db", Err: fs.ErrPermission}
+	failing := Tool{Run: func(context.Context, json.RawMessage) (any, error) {
+		return nil, ToolErrorCause("the order store is unavailable", cause)
+	}}
+	var mu sync.Mutex
+	var seen error
+	rt := mustNew(t, Options{
+		Tools: Tools{"orders": Tools{"lookup": failing}},
+		OnToolCallEnd: func(_ context.Context, e ToolCallEnd) {
+			mu.Lock()
+			seen = e.Err
+			mu.Unlock()
+		},
+	})
+	res := run(t, rt, `try { await tools.orders.lookup({}) } catch (e) { return e.message }`)
+	if !res.OK || string(res.Value) != `"the order store is unavailable"` || strings.Contains(resultJSON(res), "secret") {
+		t.Errorf("the program got %s", resultJSON(res))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var pe *fs.PathError
+	if !errors.Is(seen, fs.ErrPermission) || !errors.As(seen, &pe) || pe.Path != cause.Path {
+		t.Errorf("the hook got %v, want the cause reachable", seen)
+	}
+}
+
+func TestWithUntrustedLimits(t *testing.T) {
+	got := Options{}.WithUntrustedLimits()
+	if got.Timeout != UntrustedTimeout || got.MaxToolCalls != UntrustedMaxToolCalls || got.MaxOutputBytes != UntrustedMaxOutputBytes {
+		t.Errorf("got %+v", got)
+	}
+	set := Options{Timeout: time.Second, MaxToolCalls: -1, MaxOutputBytes: 5}.WithUntrustedLimits()
+	if set.Timeout != time.Second || set.MaxToolCalls != -1 || set.MaxOutputBytes != 5 {
+		t.Errorf("set limits were changed: %+v", set)
+	}
+}
