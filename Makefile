@@ -89,7 +89,7 @@ fuzz: wasm specs
 	go test $(FUZZFLAGS) -fuzz '^FuzzExecute$$' .
 	go test $(FUZZFLAGS) -fuzz '^FuzzCheck$$' ./internal/typescript
 	go test $(FUZZFLAGS) -fuzz '^FuzzDataBoundary$$' .
-	go test $(FUZZFLAGS) -fuzz '^FuzzCheckData$$' ./sandbox
+	go test $(FUZZFLAGS) -fuzz '^FuzzCheckData$$' ./internal/sandbox
 	go test $(FUZZFLAGS) -fuzz '^FuzzType$$' ./internal/tsgen
 	go test $(FUZZFLAGS) -fuzz '^FuzzFromSpec$$' ./openapi
 

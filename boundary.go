@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 
-	"github.com/codemode-go/codemode/sandbox"
+	"github.com/codemode-go/codemode/internal/sandbox"
 )
 
 // toolOutput marshals a tool's result and checks it is plain data.

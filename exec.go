@@ -9,9 +9,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/codemode-go/codemode/internal/sandbox"
 	"github.com/codemode-go/codemode/internal/tsgen"
 	"github.com/codemode-go/codemode/internal/typescript"
-	"github.com/codemode-go/codemode/sandbox"
 )
 
 // execution is the state of one run: admission, the audit and the

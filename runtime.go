@@ -7,8 +7,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/codemode-go/codemode/internal/sandbox"
 	"github.com/codemode-go/codemode/internal/typescript"
-	"github.com/codemode-go/codemode/sandbox"
 )
 
 // Runtime runs programs against a fixed tool tree and limits. It is safe
