@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/internal/redact"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -263,46 +264,68 @@ var errClosed = errors.New("mcp: upstreams closed")
 
 // call performs one tool call for a program.
 func (up *upstream) call(ctx context.Context, tool string, input json.RawMessage) (any, error) {
-	if t := trimSpace(input); len(t) > 0 && t[0] != '{' {
-		return nil, codemode.ToolError("the input must be an object: MCP tool arguments are a JSON object")
+	if err := checkArguments(input); err != nil {
+		return nil, err
 	}
-	callCtx := ctx
-	timeout := up.u.opts.CallTimeout
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		callCtx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
+	callCtx, cancel := withCallTimeout(ctx, up.u.opts.CallTimeout)
+	defer cancel()
 	cs, err := up.session(callCtx)
 	if err != nil {
-		return nil, up.timeoutOr(ctx, callCtx, err)
+		return nil, timeoutOr(ctx, callCtx, err, fmt.Sprintf("the MCP server %q", up.name), up.u.opts.CallTimeout)
 	}
 	res, err := cs.CallTool(callCtx, &mcpsdk.CallToolParams{Name: tool, Arguments: input})
-	if err == nil {
-		return up.u.conv.result(res, up.red)
+	if callCtx.Err() != nil && err != nil {
+		return nil, timeoutOr(ctx, callCtx, err, fmt.Sprintf("the MCP server %q", up.name), up.u.opts.CallTimeout)
 	}
-	if callCtx.Err() != nil {
-		return nil, up.timeoutOr(ctx, callCtx, err)
+	if v, err, answered := answer(res, err, up.u.conv, up.red); answered {
+		return v, err
 	}
-	var rpcErr *jsonrpc.Error
-	if errors.As(err, &rpcErr) {
-		// A JSON-RPC error is the server's answer (unknown tool, invalid
-		// arguments): its message is meant for the caller.
-		return nil, toolError(rpcErr.Message, up.red)
-	}
-	// Anything else is the transport failing: the process died, or the
-	// connection broke. Drop the session so the next call reconnects.
+	// The transport failed: the process died, or the connection broke.
+	// Drop the session so the next call reconnects.
 	up.log.Warn("tool call failed; dropping the connection", "tool", tool, "error", err)
 	up.drop(cs)
 	return nil, codemode.ToolErrorf("the MCP server %q disconnected during the call; the next call reconnects", up.name)
 }
 
-// timeoutOr turns the expiry of CallTimeout into a ToolError the program
-// can act on; when the run itself ended, err goes back unchanged (the run
-// reports that).
-func (up *upstream) timeoutOr(runCtx, callCtx context.Context, err error) error {
+// checkArguments refuses input that is not an object: MCP tool arguments
+// are one.
+func checkArguments(input json.RawMessage) error {
+	if t := trimSpace(input); len(t) > 0 && t[0] != '{' {
+		return codemode.ToolError("the input must be an object: MCP tool arguments are a JSON object")
+	}
+	return nil
+}
+
+// withCallTimeout bounds one call by the configured timeout, if any.
+func withCallTimeout(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout > 0 {
+		return context.WithTimeout(ctx, timeout)
+	}
+	return ctx, func() {}
+}
+
+// answer sorts out a CallTool outcome: a result, or the server's own
+// error (a JSON-RPC error is its answer, an unknown tool or invalid
+// arguments, meant for the caller). answered is false when the session
+// itself failed.
+func answer(res *mcpsdk.CallToolResult, err error, conv converter, red *redact.Redactor) (v any, _ error, answered bool) {
+	if err == nil {
+		v, err := conv.result(res, red)
+		return v, err, true
+	}
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		return nil, toolError(rpcErr.Message, red), true
+	}
+	return nil, err, false
+}
+
+// timeoutOr turns the expiry of a call timeout into a ToolError the
+// program can act on; when the run itself ended, err goes back unchanged
+// (the run reports that).
+func timeoutOr(runCtx, callCtx context.Context, err error, who string, timeout time.Duration) error {
 	if runCtx.Err() == nil && errors.Is(callCtx.Err(), context.DeadlineExceeded) {
-		return codemode.ToolErrorf("the MCP server %q did not answer within %s", up.name, up.u.opts.CallTimeout)
+		return codemode.ToolErrorf("%s did not answer within %s", who, timeout)
 	}
 	return err
 }

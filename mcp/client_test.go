@@ -31,7 +31,7 @@ func connect(t *testing.T, cfg *Config, opts ClientOptions) *Upstreams {
 
 func kit(t *testing.T, opts ClientOptions) *Upstreams {
 	t.Helper()
-	return connect(t, &Config{Servers: map[string]ServerConfig{"kit": kitConfig(t, nil)}}, opts)
+	return connect(t, &Config{Servers: map[string]UpstreamConfig{"kit": kitConfig(t, nil)}}, opts)
 }
 
 // run executes code against tools and decodes the result's JSON.
@@ -290,7 +290,7 @@ func TestCallTimeout(t *testing.T) {
 
 func TestMinimalEnvironment(t *testing.T) {
 	t.Setenv("CODEMODE_TEST_SECRET", "hunter2")
-	cfg := &Config{Servers: map[string]ServerConfig{"kit": kitConfig(t, map[string]string{"GIVEN": "yes"})}}
+	cfg := &Config{Servers: map[string]UpstreamConfig{"kit": kitConfig(t, map[string]string{"GIVEN": "yes"})}}
 	up := connect(t, cfg, ClientOptions{})
 	res, m := run(t, up.Tools(), codemode.Options{}, `return await tools.kit.env({})`)
 	mustOK(t, res)
@@ -310,7 +310,7 @@ func TestHTTPHeadersAndSSEFallback(t *testing.T) {
 		}
 		return nil
 	}
-	cfg := &Config{Servers: map[string]ServerConfig{
+	cfg := &Config{Servers: map[string]UpstreamConfig{
 		"streamable": {URL: httpKit(t, false, auth) + "/mcp", Headers: map[string]string{"Authorization": "Bearer s3cret"}},
 		"legacy":     {URL: httpKit(t, true, nil)},
 	}}
@@ -330,7 +330,7 @@ func TestHTTPHeadersAndSSEFallback(t *testing.T) {
 	}
 
 	// Without the header the server refuses, and Connect says which one.
-	cfg = &Config{Servers: map[string]ServerConfig{"streamable": {Type: "http", URL: httpKit(t, false, auth)}}}
+	cfg = &Config{Servers: map[string]UpstreamConfig{"streamable": {Type: "http", URL: httpKit(t, false, auth)}}}
 	if _, err := Connect(context.Background(), cfg, ClientOptions{ConnectTimeout: 5 * time.Second}); err == nil || !strings.Contains(err.Error(), `server "streamable"`) {
 		t.Errorf("Connect without the header: %v", err)
 	}
@@ -339,7 +339,7 @@ func TestHTTPHeadersAndSSEFallback(t *testing.T) {
 func TestConnectFailures(t *testing.T) {
 	exit := kitConfig(t, nil)
 	exit.Env[fakeServerEnv] = "exit"
-	cfg := &Config{Servers: map[string]ServerConfig{
+	cfg := &Config{Servers: map[string]UpstreamConfig{
 		"good":    kitConfig(t, nil),
 		"missing": {Command: "/nonexistent/codemode-test-server"},
 		"dies":    exit,
@@ -383,7 +383,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 	cycle := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		up, err := Connect(ctx, &Config{Servers: map[string]ServerConfig{
+		up, err := Connect(ctx, &Config{Servers: map[string]UpstreamConfig{
 			"kit":  kitConfig(t, nil),
 			"http": {URL: url},
 		}}, ClientOptions{})
@@ -417,7 +417,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 // tries at once.
 func TestReconnectBackoff(t *testing.T) {
 	sc := kitConfig(t, map[string]string{fakeServerEnv: "once", fakeServerEnv + "_MARKER": filepath.Join(t.TempDir(), "started")})
-	up := connect(t, &Config{Servers: map[string]ServerConfig{"kit": sc}}, ClientOptions{})
+	up := connect(t, &Config{Servers: map[string]UpstreamConfig{"kit": sc}}, ClientOptions{})
 	res, m := run(t, up.Tools(), codemode.Options{}, `
 		const out = []
 		for (const tool of ["crash", "echo", "echo"]) {

@@ -26,13 +26,13 @@ import (
 // VS Code's spelling, {"servers": {…}}, is accepted too. Other top-level
 // keys are ignored, so a desktop client's whole settings file can be used.
 type Config struct {
-	Servers map[string]ServerConfig `json:"mcpServers"`
+	Servers map[string]UpstreamConfig `json:"mcpServers"`
 }
 
-// ServerConfig describes one upstream server: a command to run (stdio) or
+// UpstreamConfig describes one upstream server: a command to run (stdio) or
 // a URL to connect to (streamable HTTP, falling back to the older HTTP+SSE
 // transport).
-type ServerConfig struct {
+type UpstreamConfig struct {
 	// Type is "stdio", "http" or "sse"; empty infers it: a command means
 	// stdio, a URL means streamable HTTP with a fallback to SSE for servers
 	// that predate it. "streamable-http" and "streamableHttp" mean "http".
@@ -74,7 +74,7 @@ type ServerConfig struct {
 	Disabled bool `json:"disabled,omitempty"`
 }
 
-// Transport types a ServerConfig can name.
+// Transport types a UpstreamConfig can name.
 const (
 	TypeStdio = "stdio"
 	TypeHTTP  = "http"
@@ -132,7 +132,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	cfg := &Config{Servers: map[string]ServerConfig{}}
+	cfg := &Config{Servers: map[string]UpstreamConfig{}}
 	for _, name := range names {
 		if err := checkServerName(name); err != nil {
 			return nil, bad("%v", err)
@@ -149,24 +149,24 @@ func ParseConfig(data []byte) (*Config, error) {
 	return cfg, nil
 }
 
-func parseServer(raw json.RawMessage) (ServerConfig, error) {
+func parseServer(raw json.RawMessage) (UpstreamConfig, error) {
 	var keys map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &keys); err != nil || keys == nil {
-		return ServerConfig{}, errors.New("must be an object with a command or a url")
+		return UpstreamConfig{}, errors.New("must be an object with a command or a url")
 	}
 	for k := range keys {
 		if !contains(serverFields, k) {
-			return ServerConfig{}, fmt.Errorf("unknown field %q (known: %s)", k, strings.Join(serverFields, ", "))
+			return UpstreamConfig{}, fmt.Errorf("unknown field %q (known: %s)", k, strings.Join(serverFields, ", "))
 		}
 	}
-	var sc ServerConfig
+	var sc UpstreamConfig
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&sc); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			return ServerConfig{}, fmt.Errorf("field %q must be %s", te.Field, jsonKind(te.Type.Kind().String()))
+			return UpstreamConfig{}, fmt.Errorf("field %q must be %s", te.Field, jsonKind(te.Type.Kind().String()))
 		}
-		return ServerConfig{}, err
+		return UpstreamConfig{}, err
 	}
 	if sc.Disabled {
 		return sc, nil // a disabled entry may be half-written
@@ -189,7 +189,7 @@ func jsonKind(goKind string) string {
 }
 
 // check validates one server entry and normalizes its Type.
-func (sc *ServerConfig) check() error {
+func (sc *UpstreamConfig) check() error {
 	switch sc.Type {
 	case "streamable-http", "streamableHttp", "streamable_http":
 		sc.Type = TypeHTTP
@@ -248,7 +248,7 @@ func (sc *ServerConfig) check() error {
 // "Basic x"), the values of its environment variables whose names suggest
 // a credential, and its URL's user, password and credential-named query
 // parameters (hosted servers often take the key in the URL).
-func (sc ServerConfig) secrets() []string {
+func (sc UpstreamConfig) secrets() []string {
 	var out []string
 	for _, v := range sc.Headers {
 		out = append(out, redact.HeaderSecrets(v)...)
@@ -273,7 +273,7 @@ func (sc ServerConfig) secrets() []string {
 }
 
 // transport is the resolved transport type.
-func (sc ServerConfig) transport() string {
+func (sc UpstreamConfig) transport() string {
 	switch {
 	case sc.Type != "":
 		return sc.Type
@@ -308,7 +308,7 @@ func checkServerName(name string) error {
 }
 
 // allowed applies the allow and deny lists to a tool name.
-func (sc ServerConfig) allowed(tool string) bool {
+func (sc UpstreamConfig) allowed(tool string) bool {
 	if len(sc.Allow) > 0 && !matchAny(sc.Allow, tool) {
 		return false
 	}

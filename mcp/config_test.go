@@ -105,7 +105,7 @@ func TestLoadConfig(t *testing.T) {
 }
 
 func TestAllowDeny(t *testing.T) {
-	sc := ServerConfig{Allow: []string{"read_*", "list_directory", "get?"}, Deny: []string{"*_secret*"}}
+	sc := UpstreamConfig{Allow: []string{"read_*", "list_directory", "get?"}, Deny: []string{"*_secret*"}}
 	for name, want := range map[string]bool{
 		"read_file":          true,
 		"read_text_file":     true,
@@ -120,10 +120,10 @@ func TestAllowDeny(t *testing.T) {
 			t.Errorf("allowed(%q) = %v, want %v", name, got, want)
 		}
 	}
-	if !(ServerConfig{}).allowed("anything/at.all") {
+	if !(UpstreamConfig{}).allowed("anything/at.all") {
 		t.Error("no lists should allow everything")
 	}
-	if (ServerConfig{Deny: []string{"*"}}).allowed("x") {
+	if (UpstreamConfig{Deny: []string{"*"}}).allowed("x") {
 		t.Error("deny * should deny everything")
 	}
 	for _, tc := range []struct {
@@ -143,7 +143,7 @@ func TestAllowDenyFiltersListing(t *testing.T) {
 	sc := kitConfig(t, nil)
 	sc.Allow = []string{"echo", "weird/*", "t*"}
 	sc.Deny = []string{"text"}
-	up := connect(t, &Config{Servers: map[string]ServerConfig{"kit": sc}}, ClientOptions{})
+	up := connect(t, &Config{Servers: map[string]UpstreamConfig{"kit": sc}}, ClientOptions{})
 	got := keys(up.Tools()["kit"].(codemode.Tools))
 	want := map[string]bool{"echo": true, "weird/name.x": true, "then_": true}
 	if len(got) != len(want) {

@@ -13,6 +13,12 @@
 //	rt, err := codemode.New(codemode.Options{Tools: up.Tools()})
 //	// a program calls: await tools.files.read_text_file({ path: "/srv/a.txt" })
 //
+// [SessionTools] does the same for a session the host already holds (a
+// go-sdk ClientSession connected any way), without reconnecting:
+//
+//	tools, err := mcp.SessionTools(ctx, session, mcp.SessionOptions{})
+//	rt, err := codemode.New(codemode.Options{Tools: codemode.Tools{"github": tools}})
+//
 // A tool's name is used as is, whatever characters it holds:
 // tools.server["weird/name.x"]({...}) calls the tool "weird/name.x". Only
 // "then" and "toJSON", which a program's tools proxy keeps for itself,

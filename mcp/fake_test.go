@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 }
 
 // kitConfig runs the test binary as the kit over stdio.
-func kitConfig(t *testing.T, env map[string]string) ServerConfig {
+func kitConfig(t *testing.T, env map[string]string) UpstreamConfig {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -60,7 +60,7 @@ func kitConfig(t *testing.T, env map[string]string) ServerConfig {
 	for k, v := range env {
 		e[k] = v
 	}
-	return ServerConfig{Command: exe, Args: []string{"-test.run=^$"}, Env: e}
+	return UpstreamConfig{Command: exe, Args: []string{"-test.run=^$"}, Env: e}
 }
 
 // kitState is shared by the kit's handlers.

@@ -81,7 +81,7 @@ func TestRealServers(t *testing.T) {
 	}
 	// The filesystem server resolves symlinks; so must the paths we pass.
 	dir, _ = filepath.EvalSymlinks(dir)
-	cfg := &Config{Servers: map[string]ServerConfig{
+	cfg := &Config{Servers: map[string]UpstreamConfig{
 		"everything": {Command: nodeBin, Args: []string{npmBin(t, "@modelcontextprotocol/server-everything")}},
 		"files":      {Command: nodeBin, Args: []string{npmBin(t, "@modelcontextprotocol/server-filesystem"), dir}},
 		"legacy":     {Command: nodeBin, Args: []string{npmBin(t, "server-everything-2024-11-05")}},

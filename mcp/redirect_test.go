@@ -53,7 +53,7 @@ func TestRedirectToAnotherOriginRefused(t *testing.T) {
 	t.Cleanup(origin.Close)
 	for _, typ := range []string{TypeHTTP, TypeSSE, ""} {
 		t.Run("type "+typ, func(t *testing.T) {
-			cfg := &Config{Servers: map[string]ServerConfig{"moved": {Type: typ, URL: origin.URL + "/mcp",
+			cfg := &Config{Servers: map[string]UpstreamConfig{"moved": {Type: typ, URL: origin.URL + "/mcp",
 				Headers: map[string]string{"Authorization": "Bearer redirect-secret-1", "X-Api-Key": "redirect-key-2"}}}}
 			_, err := Connect(context.Background(), cfg, ClientOptions{ConnectTimeout: 5 * time.Second})
 			if seen := other.requests(); len(seen) != 0 {
@@ -82,7 +82,7 @@ func TestSameOriginRedirectFollowed(t *testing.T) {
 		}
 	}))
 	t.Cleanup(ts.Close)
-	up := connect(t, &Config{Servers: map[string]ServerConfig{"kit": {URL: ts.URL + "/old",
+	up := connect(t, &Config{Servers: map[string]UpstreamConfig{"kit": {URL: ts.URL + "/old",
 		Headers: map[string]string{"Authorization": "Bearer same-origin-3"}}}}, ClientOptions{})
 	res, m := run(t, up.Tools(), codemode.Options{}, `return await tools.kit.echo({ via: "redirect" })`)
 	mustOK(t, res)
@@ -107,7 +107,7 @@ func TestSSEEndpointOnAnotherOrigin(t *testing.T) {
 	}))
 	t.Cleanup(sse.Close)
 	t.Cleanup(func() { close(done) }) // runs first: the stream ends, then the server
-	cfg := &Config{Servers: map[string]ServerConfig{"sse": {Type: TypeSSE, URL: sse.URL,
+	cfg := &Config{Servers: map[string]UpstreamConfig{"sse": {Type: TypeSSE, URL: sse.URL,
 		Headers: map[string]string{"Authorization": "Bearer sse-secret-4"}}}}
 	if _, err := Connect(context.Background(), cfg, ClientOptions{ConnectTimeout: 5 * time.Second}); err == nil {
 		t.Fatal("got a connection, want the other origin's 404 to fail it")

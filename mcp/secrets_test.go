@@ -82,7 +82,7 @@ func TestUpstreamErrorsRedacted(t *testing.T) {
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
 	logger, logs := newLogRecorder()
-	up := connect(t, &Config{Servers: map[string]ServerConfig{"echo": {URL: ts.URL,
+	up := connect(t, &Config{Servers: map[string]UpstreamConfig{"echo": {URL: ts.URL,
 		Headers: map[string]string{"Authorization": "Bearer " + echoToken, "X-Api-Key": echoKey}}}}, ClientOptions{Logger: logger})
 	var forbidden []string
 	for _, s := range []string{echoToken, "Bearer " + echoToken, echoKey} {
@@ -137,7 +137,7 @@ func TestStdioEnvSecretRedacted(t *testing.T) {
 	const secret = "kit-secret/xyz+123=abc"
 	sc := kitConfig(t, map[string]string{fakeServerEnv: "leak", "KIT_API_TOKEN": secret, "PLAIN_SETTING": "plain-value"})
 	logger, logs := newLogRecorder()
-	up := connect(t, &Config{Servers: map[string]ServerConfig{"kit": sc}}, ClientOptions{Logger: logger})
+	up := connect(t, &Config{Servers: map[string]UpstreamConfig{"kit": sc}}, ClientOptions{Logger: logger})
 	res, m := run(t, up.Tools(), codemode.Options{}, `
 		let leak
 		try { await tools.kit.leak({}) } catch (e) { leak = e.message }
@@ -183,7 +183,7 @@ func TestConnectErrorRedacted(t *testing.T) {
 	ln.Close() // nothing listens there now
 	const key, pass = "url-key-5/6+7=", "url-pass-8"
 	logger, logs := newLogRecorder()
-	cfg := &Config{Servers: map[string]ServerConfig{"down": {URL: "http://user:" + pass + "@" + addr + "/mcp?api_key=" + url.QueryEscape(key) + "&region=eu"}}}
+	cfg := &Config{Servers: map[string]UpstreamConfig{"down": {URL: "http://user:" + pass + "@" + addr + "/mcp?api_key=" + url.QueryEscape(key) + "&region=eu"}}}
 	_, err = Connect(context.Background(), cfg, ClientOptions{Logger: logger, ConnectTimeout: 5 * time.Second})
 	if err == nil {
 		t.Fatal("got a connection, want a refused one")

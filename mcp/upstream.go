@@ -22,7 +22,7 @@ import (
 type upstream struct {
 	u      *Upstreams
 	name   string
-	cfg    ServerConfig
+	cfg    UpstreamConfig
 	red    *redact.Redactor // the config's secrets, kept from the program and the log
 	log    *slog.Logger     // redacts with red
 	client *mcpsdk.Client
@@ -39,7 +39,7 @@ type upstream struct {
 	refreshing, refreshAgain bool
 }
 
-func newUpstream(u *Upstreams, name string, sc ServerConfig) *upstream {
+func newUpstream(u *Upstreams, name string, sc UpstreamConfig) *upstream {
 	red := redact.New(sc.secrets()...)
 	// Every record about this server goes through the redactor: the SDK's,
 	// the stdio server's stderr and ours, which carry upstream errors.
@@ -169,14 +169,14 @@ func (up *upstream) connect(ctx context.Context) (*mcpsdk.ClientSession, codemod
 		endLife()
 		return nil, nil, "", err
 	}
-	list, err := up.list(ctx, cs)
+	list, err := listTools(ctx, cs, up.log)
 	if err != nil {
 		up.closeSession(cs)
 		endLife()
 		return nil, nil, "", fmt.Errorf("listing tools: %w", err)
 	}
 	connected.Store(true)
-	tools, sig := up.namespace(list)
+	tools, sig := up.toolset().namespace(list)
 	// Watch the session: when the process exits or the stream ends, forget
 	// it so the next call reconnects instead of failing on a dead pipe.
 	if !up.u.goBackground(func() {
@@ -256,7 +256,7 @@ func (up *upstream) httpClient() *http.Client {
 		base = &http.Client{Transport: up.u.transport}
 	}
 	c := *base                         // a copy: the host's client is not changed
-	origin, _ := url.Parse(up.cfg.URL) // checked by ServerConfig.check
+	origin, _ := url.Parse(up.cfg.URL) // checked by UpstreamConfig.check
 	next := c.CheckRedirect
 	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		if !sameOrigin(req.URL, origin) {
@@ -320,10 +320,10 @@ func port(u *url.URL) string {
 // never end.
 const maxPages = 1000
 
-// list fetches every page of the server's tools.
-func (up *upstream) list(ctx context.Context, cs *mcpsdk.ClientSession) ([]*mcpsdk.Tool, error) {
+// listTools fetches every page of a session's tools.
+func listTools(ctx context.Context, cs *mcpsdk.ClientSession, log *slog.Logger) ([]*mcpsdk.Tool, error) {
 	if ir := cs.InitializeResult(); ir != nil && ir.Capabilities != nil && ir.Capabilities.Tools == nil {
-		up.log.Info("the server offers no tools")
+		log.Info("the server offers no tools")
 		return nil, nil
 	}
 	var all []*mcpsdk.Tool
@@ -340,7 +340,7 @@ func (up *upstream) list(ctx context.Context, cs *mcpsdk.ClientSession) ([]*mcps
 			return all, nil
 		}
 		if seen[next] || page+1 >= maxPages {
-			up.log.Warn("tools/list pagination does not end; keeping the pages read", "pages", page+1)
+			log.Warn("tools/list pagination does not end; keeping the pages read", "pages", page+1)
 			return all, nil
 		}
 		seen[next] = true
@@ -348,8 +348,16 @@ func (up *upstream) list(ctx context.Context, cs *mcpsdk.ClientSession) ([]*mcps
 	}
 }
 
+// toolset turns a server's listing into codemode tools.
+type toolset struct {
+	log     *slog.Logger
+	allowed func(tool string) bool
+	// call performs a call of the named tool.
+	call func(ctx context.Context, tool string, input json.RawMessage) (any, error)
+}
+
 // namespace builds the codemode tools of a listing, and its fingerprint.
-func (up *upstream) namespace(list []*mcpsdk.Tool) (codemode.Tools, string) {
+func (ts toolset) namespace(list []*mcpsdk.Tool) (codemode.Tools, string) {
 	ns := codemode.Tools{}
 	sig, _ := json.Marshal(list)
 	for _, t := range list {
@@ -357,23 +365,23 @@ func (up *upstream) namespace(list []*mcpsdk.Tool) (codemode.Tools, string) {
 			continue
 		}
 		if t.Name == "" {
-			up.log.Warn("skipping a tool without a name")
+			ts.log.Warn("skipping a tool without a name")
 			continue
 		}
-		if !up.cfg.allowed(t.Name) {
+		if !ts.allowed(t.Name) {
 			continue
 		}
 		member := codemode.SafeName(t.Name)
 		if member != t.Name {
 			// A name programs cannot use (then, toJSON, ...): expose the
 			// tool beside it.
-			up.log.Warn("tool renamed: its name is reserved in programs", "tool", t.Name, "as", member)
+			ts.log.Warn("tool renamed: its name is reserved in programs", "tool", t.Name, "as", member)
 		}
 		if _, dup := ns[member]; dup {
-			up.log.Warn("skipping a duplicate tool name", "tool", t.Name)
+			ts.log.Warn("skipping a duplicate tool name", "tool", t.Name)
 			continue
 		}
-		ns[member] = up.tool(t)
+		ns[member] = ts.tool(t)
 	}
 	return ns, string(sig)
 }
@@ -381,15 +389,15 @@ func (up *upstream) namespace(list []*mcpsdk.Tool) (codemode.Tools, string) {
 // tool adapts one MCP tool. A schema that cannot be used is dropped (and
 // logged) rather than losing the tool: the server validates the arguments
 // anyway, so the program only loses the signature's detail.
-func (up *upstream) tool(t *mcpsdk.Tool) codemode.Tool {
+func (ts toolset) tool(t *mcpsdk.Tool) codemode.Tool {
 	in, err := convertSchema(t.InputSchema, true)
 	if err != nil {
-		up.log.Warn("dropping the input schema", "tool", t.Name, "error", err)
+		ts.log.Warn("dropping the input schema", "tool", t.Name, "error", err)
 		in = nil
 	}
 	out, err := convertSchema(t.OutputSchema, false)
 	if err != nil {
-		up.log.Warn("dropping the output schema", "tool", t.Name, "error", err)
+		ts.log.Warn("dropping the output schema", "tool", t.Name, "error", err)
 		out = nil
 	}
 	desc := t.Description
@@ -406,12 +414,19 @@ func (up *upstream) tool(t *mcpsdk.Tool) codemode.Tool {
 		Output:              out,
 		SkipInputValidation: true,
 		Run: func(ctx context.Context, input json.RawMessage) (any, error) {
-			v, err := up.call(ctx, name, input)
-			// The tool errors are redacted already; this is for the errors
-			// only the host sees (OnToolCallEnd), which it may log.
-			return v, up.red.Error(err)
+			return ts.call(ctx, name, input)
 		},
 	}
+}
+
+// toolset is the upstream's: calls go through its session (reconnecting),
+// and errors only the host sees are redacted too (OnToolCallEnd may log
+// them; the tool errors are redacted already).
+func (up *upstream) toolset() toolset {
+	return toolset{log: up.log, allowed: up.cfg.allowed, call: func(ctx context.Context, tool string, input json.RawMessage) (any, error) {
+		v, err := up.call(ctx, tool, input)
+		return v, up.red.Error(err)
+	}}
 }
 
 // drop forgets a session that failed or ended, and closes it.
@@ -481,11 +496,11 @@ func (up *upstream) listChanged(cs *mcpsdk.ClientSession) {
 
 // relist lists the tools of cs again and publishes a change.
 func (up *upstream) relist(ctx context.Context, cs *mcpsdk.ClientSession) error {
-	list, err := up.list(ctx, cs)
+	list, err := listTools(ctx, cs, up.log)
 	if err != nil {
 		return err
 	}
-	tools, sig := up.namespace(list)
+	tools, sig := up.toolset().namespace(list)
 	up.mu.Lock()
 	if up.sess != cs || up.closed || sig == up.sig {
 		up.mu.Unlock()
