@@ -3,6 +3,7 @@ package codemode_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -68,4 +69,63 @@ func ExampleResult_diagnostic() {
 	// Output:
 	// ExecutionFailure 2
 	// TypeError: cannot read property 'c' of undefined
+}
+
+func ExampleResult_Err() {
+	rt, _ := codemode.New(codemode.Options{Timeout: 20 * time.Millisecond})
+	defer rt.Close()
+	res, _ := rt.Execute(context.Background(), `while (true) {}`)
+	if err := res.Err(); errors.Is(err, codemode.TimeoutExceeded) {
+		fmt.Println("timed out:", err)
+	}
+	// Output:
+	// timed out: TimeoutExceeded: the program did not finish within 20ms
+}
+
+func ExampleMerge() {
+	ping := codemode.Tool{Description: "Answer pong.", Run: func(context.Context, json.RawMessage) (any, error) { return "pong", nil }}
+	mine := codemode.Tools{"net": codemode.Tools{"ping": ping}}
+	theirs := codemode.Tools{"net": codemode.Tools{"trace": ping}}
+	if _, err := codemode.Merge(mine, theirs); errors.Is(err, codemode.ErrNameClash) {
+		fmt.Println(err)
+	}
+	tools, _ := codemode.Merge(mine, codemode.Tools{"ops": codemode.Tools{"ping": ping}})
+	res, _ := codemode.Execute(context.Background(), codemode.Options{Tools: tools},
+		`return [await tools.net.ping({}), await tools.ops.ping({})]`)
+	fmt.Println(string(res.Value))
+	// Output:
+	// tool name clash: "net" is given twice
+	// ["pong","pong"]
+}
+
+func ExampleRuntime_Search() {
+	noop := func(context.Context, json.RawMessage) (any, error) { return nil, nil }
+	rt, _ := codemode.New(codemode.Options{Tools: codemode.Tools{
+		"orders":    codemode.Tools{"refund": codemode.Tool{Description: "Refund an order in full.", Run: noop}},
+		"customers": codemode.Tools{"get": codemode.Tool{Description: "Get a customer by id.", Run: noop}},
+	}})
+	defer rt.Close()
+	for _, item := range rt.Search(codemode.SearchRequest{Query: "refund an order", Limit: 1}).Items {
+		fmt.Println(item.Path)
+	}
+	// Output:
+	// orders.refund
+}
+
+func ExampleToolErrorCause() {
+	lookup := codemode.Tool{Description: "Look up an order.", Run: func(context.Context, json.RawMessage) (any, error) {
+		return nil, codemode.ToolErrorCause("the order store is unavailable", errors.New("dial tcp 10.0.0.7:5432: connection refused"))
+	}}
+	rt, _ := codemode.New(codemode.Options{
+		Tools: codemode.Tools{"orders": codemode.Tools{"lookup": lookup}},
+		OnToolCallEnd: func(_ context.Context, call codemode.ToolCallEnd) {
+			fmt.Println("host log:", call.Name, call.Outcome, errors.Unwrap(call.Err))
+		},
+	})
+	defer rt.Close()
+	res, _ := rt.Execute(context.Background(), `try { await tools.orders.lookup({}) } catch (e) { return e.message }`)
+	fmt.Println("model sees:", string(res.Value))
+	// Output:
+	// host log: orders.lookup error dial tcp 10.0.0.7:5432: connection refused
+	// model sees: "the order store is unavailable"
 }

@@ -28,8 +28,8 @@ type Runtime struct {
 }
 
 // New checks the options and tool tree and prepares a Runtime. The engine
-// itself is compiled once per process (and per CacheDir/HardDeadline
-// directory) and shared by every Runtime.
+// itself is compiled once per process (and per CacheDir) and shared by
+// every Runtime.
 func New(opts Options) (*Runtime, error) {
 	if err := opts.normalize(); err != nil {
 		return nil, err

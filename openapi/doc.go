@@ -17,8 +17,8 @@
 // repos.getContent); within a level, every character that cannot be in a
 // JavaScript identifier ("-", "_", space, ...) is a word break, and the
 // words are joined in camelCase, the first keeping its case. A leading
-// digit gets a "_" prefix; "then", "toJSON", "__proto__", "constructor"
-// and "prototype" get a "_" suffix. Without an operationId the name is the
+// digit gets a "_" prefix; a name programs cannot use ("then", "toJSON";
+// see codemode.CheckName) gets a "_" suffix. Without an operationId the name is the
 // method and the path: GET /users/{id} → getUsersById. In document order,
 // a name already taken by a tool, or by a namespace that other tools live
 // in, gets the first free suffix _2, _3, ... (namespaces keep their names).

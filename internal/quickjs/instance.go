@@ -119,8 +119,8 @@ type Instance struct {
 }
 
 // NewInstance creates a fresh instance. ctx bounds instantiation and, with
-// [Config.HardDeadline], every later call: cancelling it kills the
-// instance.
+// Config.Stop set to StopContextDone, every later call: cancelling it
+// kills the instance.
 func (e *Engine) NewInstance(ctx context.Context, cfg InstanceConfig) (*Instance, error) {
 	e.mu.Lock()
 	if e.closed {
