@@ -44,10 +44,15 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	out, _ := json.Marshal(res)
-	fmt.Println(string(out))
+	fmt.Println(res.OK, string(res.Value))
+	for _, call := range res.ToolCalls { // the audit: every admitted call, in order
+		fmt.Println(call.Name, call.Outcome)
+	}
 	// Output:
-	// {"ok":true,"value":["open","shipped","no order o-3"],"toolCalls":[{"name":"orders.lookup"},{"name":"orders.lookup"},{"name":"orders.lookup"}]}
+	// true ["open","shipped","no order o-3"]
+	// orders.lookup ok
+	// orders.lookup ok
+	// orders.lookup error
 }
 
 func ExampleExecute() {

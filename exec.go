@@ -28,6 +28,12 @@ type execution struct {
 	// pending counts the admitted calls not yet finished (running or
 	// waiting for a slot), and pendingBytes their inputs.
 	pending, pendingBytes int
+	// over is set when the run has ended: a call that had not started by
+	// then never starts. ends counts the started calls whose end is not
+	// reported yet; Execute waits for it, so no hook runs after Execute
+	// returns.
+	over bool
+	ends sync.WaitGroup
 }
 
 // maxPendingCalls bounds the calls of one run that are admitted and not
@@ -83,6 +89,9 @@ func (rt *Runtime) execute(ctx context.Context, code string) (Result, error) {
 	}
 	res := ex.result(sr)
 	if sr.Failure != nil && sr.Failure.Kind == sandbox.Abort {
+		// An interruption, not a failure of the program's: no diagnostic
+		// a host could pass on to the model as one.
+		res.Error = nil
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
@@ -217,16 +226,17 @@ func (ex *execution) finished(inputBytes int) {
 // perform runs an admitted call once it has a concurrency slot.
 func (ex *execution) perform(ctx context.Context, slot *ticket, index int, name string, input json.RawMessage,
 	run func(context.Context, json.RawMessage) (any, error)) (json.RawMessage, error) {
+	failed := &sandbox.CallError{Kind: string(ToolFailure), Message: "Tool execution failed"}
 	if err := slot.wait(ctx); err != nil {
-		ex.hookEnd(ctx, ToolCallEnd{Index: index, Name: name, Input: input, Outcome: OutcomeCancelled})
-		return nil, &sandbox.CallError{Kind: string(ToolFailure), Message: "Tool execution failed"}
+		return nil, failed // it never started: nothing to report
 	}
 	defer ex.limiter.release()
-	ex.hookStart(ctx, ToolCallStart{Index: index, Name: name, Input: input})
-	start := time.Now()
+	c := ex.begin(ctx, ToolCallStart{Index: index, Name: name, Input: input})
+	if c == nil {
+		return nil, failed // the run ended first
+	}
 	end := ToolCallEnd{Index: index, Name: name, Input: input}
 	v, err := callTool(ctx, run, input)
-	end.Duration = time.Since(start)
 	if err != nil {
 		msg, safe := safeMessage(err)
 		if !safe {
@@ -236,18 +246,70 @@ func (ex *execution) perform(ctx context.Context, slot *ticket, index int, name 
 		if ctx.Err() != nil {
 			end.Outcome = OutcomeCancelled
 		}
-		ex.hookEnd(ctx, end)
+		c.end(end)
 		return nil, &sandbox.CallError{Kind: string(ToolFailure), Message: msg}
 	}
 	out, err := toolOutput(v)
 	if err != nil {
 		end.Outcome, end.Message = OutcomeInvalidOutput, err.Error()
-		ex.hookEnd(ctx, end)
+		c.end(end)
 		return nil, &sandbox.CallError{Kind: string(InvalidToolOutput), Message: jsPath(strings.Split(name, ".")) + " returned something that is not plain data: " + err.Error()}
 	}
 	end.Outcome = OutcomeOK
-	ex.hookEnd(ctx, end)
+	c.end(end)
 	return out, nil
+}
+
+// running is a call that started: its end is reported exactly once, when
+// the tool returns or, if that is later, when its context ends (the run
+// ended, or the call lost a Promise.race) — a tool that ignores its
+// context is not waited for.
+type running struct {
+	ex    *execution
+	ctx   context.Context
+	start time.Time
+	once  sync.Once
+	stop  func() bool
+}
+
+// begin reports a call's start, unless the run has ended or the call's
+// context has (then it must not run, and begin returns nil).
+func (ex *execution) begin(ctx context.Context, s ToolCallStart) *running {
+	ex.mu.Lock()
+	if ex.over || ctx.Err() != nil {
+		ex.mu.Unlock()
+		return nil
+	}
+	ex.ends.Add(1)
+	ex.mu.Unlock()
+	ex.hookStart(ctx, s)
+	c := &running{ex: ex, ctx: ctx, start: time.Now()}
+	c.stop = context.AfterFunc(ctx, func() {
+		c.report(ToolCallEnd{Index: s.Index, Name: s.Name, Input: s.Input, Outcome: OutcomeCancelled})
+	})
+	return c
+}
+
+// end reports the tool's own outcome, unless the cancellation was
+// reported first.
+func (c *running) end(e ToolCallEnd) {
+	c.stop()
+	c.report(e)
+}
+
+func (c *running) report(e ToolCallEnd) {
+	c.once.Do(func() {
+		e.Duration = time.Since(c.start)
+		ex := c.ex
+		ex.mu.Lock()
+		if e.Index < len(ex.calls) {
+			ex.calls[e.Index].Outcome = e.Outcome
+			ex.calls[e.Index].DurationMs = e.Duration.Milliseconds()
+		}
+		ex.mu.Unlock()
+		ex.hookEnd(c.ctx, e)
+		ex.ends.Done()
+	})
 }
 
 // callTool runs a tool, turning a panic into a private error.
@@ -278,12 +340,23 @@ func (ex *execution) hookEnd(ctx context.Context, e ToolCallEnd) {
 	}
 }
 
-// result builds the model-facing Result from the sandbox's.
+// result builds the model-facing Result from the sandbox's. The run has
+// ended (every call's context is done); it waits for the started calls'
+// ends to be reported.
 func (ex *execution) result(sr sandbox.Result) Result {
+	ex.mu.Lock()
+	ex.over = true
+	ex.mu.Unlock()
+	ex.ends.Wait()
 	ex.mu.Lock()
 	ex.frozen = true
 	calls := append([]ToolCall{}, ex.calls...)
 	ex.mu.Unlock()
+	for i := range calls {
+		if calls[i].Outcome == "" {
+			calls[i].Outcome = OutcomeCancelled // admitted, and never started
+		}
+	}
 	res := Result{ToolCalls: calls}
 	f := sr.Failure
 	if f == nil || f.Kind == sandbox.OutputLimit {

@@ -29,6 +29,11 @@ type Result struct {
 type ToolCall struct {
 	// Name is the tool's dot-joined path, e.g. "orders.lookup".
 	Name string `json:"name"`
+	// Outcome is how the call ended; OutcomeCancelled when the run ended
+	// (or a Promise.race was lost) first, or the call never started.
+	Outcome Outcome `json:"outcome"`
+	// DurationMs is how long the tool ran, in whole milliseconds.
+	DurationMs int64 `json:"durationMs"`
 }
 
 // Err returns the run's failure as an error: nil when the run succeeded,

@@ -22,6 +22,10 @@ type Runtime struct {
 	cat   catalog
 	idx   indexCache
 
+	// closing ends every run when Close is called.
+	closing context.Context
+	close   context.CancelFunc
+
 	mu     sync.Mutex
 	closed bool
 	runs   sync.WaitGroup
@@ -43,6 +47,7 @@ func New(opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	rt := &Runtime{opts: opts, tools: entries, index: map[string]*toolEntry{}, sb: sb}
+	rt.closing, rt.close = context.WithCancel(context.Background())
 	for _, e := range entries {
 		rt.index[pathKey(e.path)] = e
 		rt.paths = append(rt.paths, e.path)
@@ -53,8 +58,12 @@ func New(opts Options) (*Runtime, error) {
 
 // Execute runs one program: the body of an async function, in JavaScript
 // or TypeScript. Program failures are reported in the Result; the error
-// is non-nil only when ctx is cancelled (then the Result is the partial
-// one: logs and tool calls so far) or the Runtime is closed.
+// is non-nil only when the run did not run (ErrClosed: the Runtime was
+// closed before) or was interrupted: ctx ended (the error is ctx.Err())
+// or Close stopped it (ErrStopped). An interrupted run's
+// Result is partial: OK is false and Error is nil, since the program did
+// not fail, and Logs and ToolCalls hold what happened until then. No hook
+// runs after Execute returns.
 func (rt *Runtime) Execute(ctx context.Context, code string) (Result, error) {
 	rt.mu.Lock()
 	if rt.closed {
@@ -64,7 +73,19 @@ func (rt *Runtime) Execute(ctx context.Context, code string) (Result, error) {
 	rt.runs.Add(1)
 	rt.mu.Unlock()
 	defer rt.runs.Done()
-	return rt.execute(ctx, code)
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(rt.closing, func() { cancel(ErrStopped) })
+	defer stop()
+	res, err := rt.execute(runCtx, code)
+	if err != nil {
+		if errors.Is(context.Cause(runCtx), ErrStopped) {
+			err = ErrStopped
+		} else if e := ctx.Err(); e != nil {
+			err = e
+		}
+	}
+	return res, err
 }
 
 // Execute runs one program with a Runtime made from opts:
@@ -79,16 +100,49 @@ func Execute(ctx context.Context, opts Options, code string) (Result, error) {
 	return rt.Execute(ctx, code)
 }
 
-// ErrClosed is returned by Execute after Close.
-var ErrClosed = errors.New("codemode: runtime closed")
+// Errors Execute returns for a closed Runtime.
+var (
+	// ErrClosed: the Runtime was closed (or shutting down) before the
+	// run began; nothing of the program ran.
+	ErrClosed = errors.New("codemode: runtime closed")
+	// ErrStopped: Close stopped the run while it ran.
+	ErrStopped = errors.New("codemode: run stopped: the runtime was closed")
+)
 
-// Close waits for in-flight runs to finish and refuses new ones.
+// Close stops the runs in flight (each Execute returns ErrStopped with its
+// partial Result), waits for them to return, and refuses new ones. After
+// Close returns, no program of the Runtime runs and none of its hooks is
+// called. A tool still running then is one that ignores its context: it
+// is not waited for, and its result is dropped.
 func (rt *Runtime) Close() error {
 	rt.mu.Lock()
 	rt.closed = true
 	rt.mu.Unlock()
+	rt.close()
 	rt.runs.Wait()
 	return nil
+}
+
+// Shutdown refuses new runs and waits for the runs in flight to end by
+// themselves; when ctx ends first, it stops them as Close does and
+// returns ctx's error.
+func (rt *Runtime) Shutdown(ctx context.Context) error {
+	rt.mu.Lock()
+	rt.closed = true
+	rt.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		rt.runs.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		rt.close()
+		return nil
+	case <-ctx.Done():
+		_ = rt.Close()
+		return ctx.Err()
+	}
 }
 
 var shared struct {

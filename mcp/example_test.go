@@ -63,9 +63,11 @@ func ExampleNewServer() {
 	fmt.Println(len(list.Tools), list.Tools[0].Name)
 	res, _ := client.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: "execute",
 		Arguments: map[string]any{"code": `return await tools.math.add({ A: 2, B: 40 })`}})
-	out, _ := json.Marshal(res.StructuredContent)
-	fmt.Println(string(out))
+	var result codemode.Result // the structured content is a codemode.Result
+	b, _ := json.Marshal(res.StructuredContent)
+	_ = json.Unmarshal(b, &result)
+	fmt.Println(result.OK, string(result.Value), result.ToolCalls[0].Name, result.ToolCalls[0].Outcome)
 	// Output:
 	// 1 execute
-	// {"ok":true,"toolCalls":[{"name":"math.add"}],"value":42}
+	// true 42 math.add ok
 }

@@ -82,6 +82,8 @@ type Server struct {
 	desc    string
 	closed  bool
 	retired sync.WaitGroup // old runtimes draining their runs
+	// draining are the old runtimes still draining, for Close to stop.
+	draining map[*codemode.Runtime]bool
 
 	// runs are the cancel functions of the runs in flight, by HTTP session,
 	// so that a client ending its session stops its runs.
@@ -283,12 +285,20 @@ func (s *Server) SetTools(tools codemode.Tools) error {
 	s.desc = desc
 	if old != nil {
 		s.retired.Add(1)
+		if s.draining == nil {
+			s.draining = map[*codemode.Runtime]bool{}
+		}
+		s.draining[old] = true
 	}
 	s.mu.Unlock()
 	if old != nil {
 		go func() {
 			defer s.retired.Done()
-			_ = old.Close() // waits for its runs
+			// Runs in flight finish with the tools they started with.
+			_ = old.Shutdown(context.Background())
+			s.mu.Lock()
+			delete(s.draining, old)
+			s.mu.Unlock()
 		}()
 	}
 	if changed {
@@ -298,8 +308,9 @@ func (s *Server) SetTools(tools codemode.Tools) error {
 	return nil
 }
 
-// Close refuses new runs and waits for the ones in flight. It does not
-// close client sessions: the transport's owner does.
+// Close stops the runs in flight (as codemode's Runtime.Close does),
+// waits for them to return and refuses new ones. It does not close client
+// sessions: the transport's owner does.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -308,8 +319,15 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	rt := s.rt
+	var old []*codemode.Runtime
+	for r := range s.draining {
+		old = append(old, r)
+	}
 	s.mu.Unlock()
 	err := rt.Close()
+	for _, r := range old {
+		_ = r.Close()
+	}
 	s.retired.Wait()
 	return err
 }
@@ -346,7 +364,7 @@ var executeOutputSchema = json.RawMessage(`{
     },
     "logs": {"type": "array", "items": {"type": "string"}, "description": "The console lines."},
     "truncated": {"type": "boolean", "description": "The output limit cut the value or the logs."},
-    "toolCalls": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}, "description": "The tool calls made, in order."}
+    "toolCalls": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}, "outcome": {"type": "string", "enum": ["ok", "error", "invalid-output", "cancelled"]}, "durationMs": {"type": "integer"}}, "required": ["name"]}, "description": "The tool calls made, in order, with how each ended and how long it took."}
   },
   "required": ["ok", "toolCalls"]
 }`)
@@ -448,11 +466,10 @@ func (s *Server) acquireRun(ctx context.Context) (release func(), waited time.Du
 	}
 }
 
-// logToolCall chains a hook that logs each tool call: the tool's own error
-// reaches only this hook (the program sees "Tool execution failed"), so
-// the log is where an operator finds it.
 // onToolCallEnd reports a finished call: to the run's progress reporter,
-// when the client asked for progress, and to the log.
+// when the client asked for progress, and to the log (the tool's own
+// error reaches only this hook, the program sees "Tool execution failed",
+// so the log is where an operator finds it).
 func (s *Server) onToolCallEnd(next func(context.Context, codemode.ToolCallEnd)) func(context.Context, codemode.ToolCallEnd) {
 	return func(ctx context.Context, e codemode.ToolCallEnd) {
 		if next != nil {
