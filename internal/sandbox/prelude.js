@@ -445,8 +445,14 @@
       try {
         json = JSONStringify(input, argsReplacer);
       } catch (e) {
+        // Input that is not data is refused as such. Anything else thrown
+        // while reading it (a getter, toJSON, a proxy trap) is the
+        // program's own exception: like any async function reading its
+        // argument, the call rejects with it.
+        const problem = boundaryProblem(e, "the input");
+        if (problem === undefined) return promiseReject(e);
         const ns = namespaces[nsIndex];
-        return promiseReject(makeError(ns, name, ns.dataKind, boundaryMessage(e, "the input")));
+        return promiseReject(makeError(ns, name, ns.dataKind, problem));
       }
     }
     // hostCall(pathId, json) numbers the call and answers with the
@@ -652,12 +658,14 @@
     for (let i = 0; i < ks.length; i++) if (ks[i] !== "name" && ks[i] !== "message") plain[ks[i]] = v[ks[i]];
     return plain;
   };
-  const boundaryMessage = (e, what) => {
+  // boundaryProblem describes a refusal of the data rules, or answers
+  // undefined for any other exception.
+  const boundaryProblem = (e, what) => {
     if (e instanceof BoundaryError) return what + " is not plain data: " + e.message;
     if (e instanceof TypeErrorCtor && stringIncludes(StringCtor(e.message), "circular")) {
       return what + " contains a cycle (an object that contains itself)";
     }
-    throw e;
+    return undefined;
   };
   const RESERVED = { __proto__: null, ["__proto__"]: true, constructor: true, prototype: true };
   const MAX_DEPTH = 32;
@@ -779,7 +787,12 @@
       try {
         return "1" + serialize(v, true, "the result");
       } catch (e) {
-        return "0" + describe(e);
+        // A value that is not data is refused as such; an exception from
+        // reading it (a getter, toJSON, a proxy trap) is the program's own
+        // and propagates, as it does when the engine itself reads the
+        // value (awaiting it reads its then).
+        if (e instanceof BoundaryError) return "0" + describe(e);
+        throw e;
       }
     },
     describe,
