@@ -3,7 +3,11 @@ package codemode
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // TestReadingThrowsIsTheProgramsException: a value whose reading throws
@@ -50,5 +54,27 @@ func TestReadingThrowsIsTheProgramsException(t *testing.T) {
 	res = run(t, rt, `try { await tools.t.echo({ f() {} }) } catch (e) { return e.kind }`)
 	if string(res.Value) != `"InvalidDataValue"` {
 		t.Errorf("a function in the input: got %s", resultJSON(res))
+	}
+}
+
+// TestValidateOutput: a host may have a tool's results checked against its
+// output schema; off by default, as real services drift from theirs.
+func TestValidateOutput(t *testing.T) {
+	schema := &jsonschema.Schema{Type: "object", Required: []string{"id"}, Properties: map[string]*jsonschema.Schema{"id": {Type: "string"}}}
+	drifting := func(validate bool) Tool {
+		return Tool{Output: schema, ValidateOutput: validate, Run: func(context.Context, json.RawMessage) (any, error) {
+			return map[string]any{"ID": 7}, nil
+		}}
+	}
+	rt := mustNew(t, Options{Tools: Tools{"t": Tools{"strict": drifting(true), "lenient": drifting(false)}}})
+	res := run(t, rt, `const lenient = await tools.t.lenient({})
+		try { await tools.t.strict({}) } catch (e) { return [lenient, e.kind, e.message] }`)
+	var got []any
+	_ = json.Unmarshal(res.Value, &got)
+	if len(got) != 3 || got[1] != "InvalidToolOutput" || !strings.Contains(got[2].(string), "does not match its output schema") {
+		t.Errorf("got %s", resultJSON(res))
+	}
+	if _, err := New(Options{Tools: Tools{"t": Tools{"x": Tool{ValidateOutput: true, Run: drifting(true).Run}}}}); !errors.Is(err, ErrInvalidOptions) {
+		t.Errorf("ValidateOutput without Output: %v", err)
 	}
 }

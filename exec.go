@@ -12,6 +12,7 @@ import (
 	"github.com/codemode-go/codemode/internal/sandbox"
 	"github.com/codemode-go/codemode/internal/tsgen"
 	"github.com/codemode-go/codemode/internal/typescript"
+	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // execution is the state of one run: admission, the audit and the
@@ -173,6 +174,7 @@ func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
 	ex.mu.Unlock()
 
 	var run func(ctx context.Context, input json.RawMessage) (any, error)
+	var output *jsonschema.Resolved
 	if builtin {
 		if err := validateSearch(c.Input); err != nil {
 			return nil, &sandbox.CallError{Kind: string(InvalidToolInput), Message: "input for " + jsPath(c.Path) + " is invalid: " + err.Error()}
@@ -188,7 +190,7 @@ func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
 				return nil, &sandbox.CallError{Kind: string(InvalidToolInput), Message: "input for " + jsPath(c.Path) + " is invalid: " + err.Error()}
 			}
 		}
-		run = entry.tool.Run
+		run, output = entry.tool.Run, entry.output
 	}
 
 	ex.mu.Lock()
@@ -211,7 +213,7 @@ func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
 	input := c.Input
 	return func(ctx context.Context) (json.RawMessage, error) {
 		defer ex.finished(len(input))
-		return ex.perform(ctx, slot, index, name, input, run)
+		return ex.perform(ctx, slot, index, name, input, run, output)
 	}, nil
 }
 
@@ -225,7 +227,7 @@ func (ex *execution) finished(inputBytes int) {
 
 // perform runs an admitted call once it has a concurrency slot.
 func (ex *execution) perform(ctx context.Context, slot *ticket, index int, name string, input json.RawMessage,
-	run func(context.Context, json.RawMessage) (any, error)) (json.RawMessage, error) {
+	run func(context.Context, json.RawMessage) (any, error), output *jsonschema.Resolved) (json.RawMessage, error) {
 	failed := &sandbox.CallError{Kind: string(ToolFailure), Message: "Tool execution failed"}
 	if err := slot.wait(ctx); err != nil {
 		return nil, failed // it never started: nothing to report
@@ -250,10 +252,13 @@ func (ex *execution) perform(ctx context.Context, slot *ticket, index int, name 
 		return nil, &sandbox.CallError{Kind: string(ToolFailure), Message: msg}
 	}
 	out, err := toolOutput(v)
+	if err == nil && output != nil {
+		err = validateOutput(output, out)
+	}
 	if err != nil {
 		end.Outcome, end.Message = OutcomeInvalidOutput, err.Error()
 		c.end(end)
-		return nil, &sandbox.CallError{Kind: string(InvalidToolOutput), Message: jsPath(strings.Split(name, ".")) + " returned something that is not plain data: " + err.Error()}
+		return nil, &sandbox.CallError{Kind: string(InvalidToolOutput), Message: jsPath(strings.Split(name, ".")) + " returned " + err.Error()}
 	}
 	end.Outcome = OutcomeOK
 	c.end(end)

@@ -23,8 +23,15 @@ type Tool struct {
 	Input *jsonschema.Schema
 
 	// Output describes the result for signatures and documentation. It is
-	// not enforced: real services drift from their declared schemas.
+	// not enforced unless ValidateOutput is set: real services drift from
+	// their declared schemas.
 	Output *jsonschema.Schema
+
+	// ValidateOutput checks every result against Output; a result that
+	// does not match fails the call with InvalidToolOutput (the program
+	// can catch it). For tools whose results the host controls and other
+	// code relies on. Off by default.
+	ValidateOutput bool
 
 	// Run performs a call. input is the argument's JSON (an empty object
 	// when the program passed none). The result is marshalled to JSON (a
@@ -227,6 +234,8 @@ type toolEntry struct {
 	name     string // dot-joined path
 	tool     Tool
 	resolved *jsonschema.Resolved
+	// output is the resolved Output schema when ValidateOutput is set.
+	output *jsonschema.Resolved
 }
 
 // flatten checks the tree and lists its tools in sorted order.
@@ -261,6 +270,16 @@ func newEntry(path []string, t Tool) (*toolEntry, error) {
 			return nil, fmt.Errorf("tool %s: input schema: %w", jsPath(path), err)
 		}
 		e.resolved = r
+	}
+	if t.ValidateOutput {
+		if t.Output == nil {
+			return nil, fmt.Errorf("tool %s: ValidateOutput is set but Output is nil", jsPath(path))
+		}
+		r, err := t.Output.Resolve(nil)
+		if err != nil {
+			return nil, fmt.Errorf("tool %s: output schema: %w", jsPath(path), err)
+		}
+		e.output = r
 	}
 	return e, nil
 }
