@@ -90,6 +90,12 @@ func loadConformance(t testing.TB) []confCase {
 		var raw map[string]json.RawMessage
 		_ = json.Unmarshal(line, &raw)
 		if _, ok := raw["expect"]; ok {
+			// An expectation the runner does not know would pass unseen.
+			dec := json.NewDecoder(bytes.NewReader(raw["expect"]))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(new(confExpect)); err != nil {
+				t.Fatalf("case %s: expect: %v", c.ID, err)
+			}
 			var ex map[string]json.RawMessage
 			_ = json.Unmarshal(raw["expect"], &ex)
 			if _, ok := ex["logs"]; ok && c.Expect.Logs == nil {
@@ -145,24 +151,47 @@ func newConfHost(t *testing.T) *confHost {
 	return &confHost{engine: e}
 }
 
-// caseRun is the per-run state the behaviours share.
+// caseRun is the per-run state the behaviours share. Calls are counted
+// by the runtime's hooks, which see every call of every tool when it is
+// granted its slot and when it ends, not when its Go function is entered.
 type caseRun struct {
 	h         *confHost
 	mu        sync.Mutex
 	callIndex map[string]int
 	startSeq  int
 	active    int
-	running   map[*probeState]bool
+	running   map[context.Context]*callState // by the call's context, which the hooks and Run share
 }
 
-type probeState struct{ maxActive int }
+// callState is what the probe behaviour reports of its own call.
+type callState struct{ startSeq, activeAtStart, maxActive int }
+
+func (cr *caseRun) started(ctx context.Context, _ ToolCallStart) {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	cr.active++
+	cs := &callState{startSeq: cr.startSeq, activeAtStart: cr.active}
+	cr.startSeq++
+	cr.running[ctx] = cs
+	for _, q := range cr.running {
+		q.maxActive = max(q.maxActive, cr.active)
+	}
+}
+
+func (cr *caseRun) ended(ctx context.Context, _ ToolCallEnd) {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	cr.active--
+	delete(cr.running, ctx)
+}
 
 func (h *confHost) run(t *testing.T, c confCase) {
-	cr := &caseRun{h: h, callIndex: map[string]int{}, running: map[*probeState]bool{}}
+	cr := &caseRun{h: h, callIndex: map[string]int{}, running: map[context.Context]*callState{}}
 	tools := Tools{}
 	for _, ct := range c.Tools {
-		ns, name, ok := strings.Cut(ct.Path, ".")
-		if !ok {
+		// Every dot is a level: aws.s3.listBuckets is tools.aws.s3.listBuckets.
+		segs := strings.Split(ct.Path, ".")
+		if len(segs) < 2 {
 			t.Fatalf("tool path %q has no namespace", ct.Path)
 		}
 		tool := Tool{Description: ct.Description, SkipInputValidation: !ct.Validate}
@@ -186,14 +215,18 @@ func (h *confHost) run(t *testing.T, c confCase) {
 			cr.mu.Unlock()
 			return cr.behave(ctx, behavior, input, k)
 		}
-		sub, _ := tools[ns].(Tools)
-		if sub == nil {
-			sub = Tools{}
-			tools[ns] = sub
+		node := tools
+		for _, seg := range segs[:len(segs)-1] {
+			sub, _ := node[seg].(Tools)
+			if sub == nil {
+				sub = Tools{}
+				node[seg] = sub
+			}
+			node = sub
 		}
-		sub[name] = tool
+		node[segs[len(segs)-1]] = tool
 	}
-	opts := Options{Tools: tools, Timeout: 10 * time.Second}
+	opts := Options{Tools: tools, Timeout: 10 * time.Second, OnToolCallStart: cr.started, OnToolCallEnd: cr.ended}
 	if l := c.Limits; l != nil {
 		if l.TimeoutMs != nil {
 			opts.Timeout = time.Duration(*l.TimeoutMs) * time.Millisecond
@@ -258,18 +291,11 @@ func (cr *caseRun) behave(ctx context.Context, raw json.RawMessage, input json.R
 	case "return":
 		return b.Value, nil
 	case "merge":
-		var v map[string]any
-		_ = json.Unmarshal(b.Value, &v)
-		out := map[string]any{}
-		for k, x := range obj {
-			out[k] = x
-		}
-		for k, x := range v {
-			out[k] = x
-		}
-		return out, nil
+		// {...input, ...value}: the input's keys in order, then the new
+		// ones; a key given again keeps its place and takes the new value.
+		return mergeOrdered(input, b.Value), nil
 	case "field":
-		if v, ok := obj[b.Name]; ok {
+		if v, ok := orderedFields(input)[b.Name]; ok {
 			return v, nil
 		}
 		return nil, nil
@@ -309,27 +335,18 @@ func (cr *caseRun) behave(ctx context.Context, raw json.RawMessage, input json.R
 		}
 		return input, nil
 	case "probe":
-		cr.mu.Lock()
-		seq := cr.startSeq
-		cr.startSeq++
-		cr.active++
-		p := &probeState{maxActive: cr.active}
-		cr.running[p] = true
-		for q := range cr.running {
-			q.maxActive = max(q.maxActive, cr.active)
-		}
-		activeAtStart := cr.active
-		cr.mu.Unlock()
 		err := sleepCtx(ctx, b.Ms)
 		cr.mu.Lock()
-		cr.active--
-		delete(cr.running, p)
-		maxActive := p.maxActive
+		st := cr.running[ctx]
 		cr.mu.Unlock()
 		if err != nil {
 			return nil, err
 		}
-		return map[string]any{"input": in, "startSeq": seq, "activeAtStart": activeAtStart, "maxActive": maxActive}, nil
+		if st == nil {
+			return nil, errors.New("probe: the call was not reported as started")
+		}
+		return json.RawMessage(fmt.Sprintf(`{"input":%s,"startSeq":%d,"activeAtStart":%d,"maxActive":%d}`,
+			input, st.startSeq, st.activeAtStart, st.maxActive)), nil
 	case "js":
 		return cr.h.runJS(b.Source, input, k)
 	}
@@ -358,21 +375,29 @@ func (h *confHost) runJS(source string, input json.RawMessage, k int) (any, erro
 		return nil, err
 	}
 	defer in.Close()
-	code := fmt.Sprintf("(() => { const r = (%s)(%s, %d); return JSON.stringify(r === undefined ? null : r) })()", source, input, k)
+	// A throw is a hostError whose message is the thrown one, so a case
+	// can check that it never reaches the Result.
+	code := fmt.Sprintf(`(() => {
+		try { const r = (%s)(%s, %d); return "1" + JSON.stringify(r === undefined ? null : r) }
+		catch (e) { return "0" + String(e instanceof Error ? e.message : e) }
+	})()`, source, input, k)
 	v, err := in.Eval(code, "behavior.js", quickjs.EvalStrict)
 	if err != nil {
 		var exc *quickjs.Exception
 		if errors.As(err, &exc) {
 			in.Free(exc.Value)
 		}
-		return nil, errors.New("js behaviour threw")
+		return nil, errors.New("the js behaviour does not compile")
 	}
 	defer in.Free(v)
 	s, err := in.String(v)
 	if err != nil {
 		return nil, err
 	}
-	return json.RawMessage(s), nil
+	if s[0] == '0' {
+		return nil, errors.New(s[1:])
+	}
+	return json.RawMessage(s[1:]), nil
 }
 
 // checkExpect compares a Result with an expectation, returning "" when it
@@ -443,14 +468,79 @@ func checkExpect(ex confExpect, res Result) string {
 		bad("truncated = %v, want %v", res.Truncated, ex.Truncated)
 	}
 	if len(ex.ResultNotContain) > 0 {
-		b, _ := json.Marshal(res)
+		// As JSON.stringify would write it: json.Marshal escapes <, > and &,
+		// which would hide a secret that holds them.
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(res)
 		for _, s := range ex.ResultNotContain {
-			if strings.Contains(string(b), s) {
+			if strings.Contains(buf.String(), s) {
 				bad("result contains %q", s)
 			}
 		}
 	}
 	return strings.Join(problems, "; ")
+}
+
+// orderedFields decodes a JSON object's fields, each as its raw JSON.
+func orderedFields(raw json.RawMessage) map[string]json.RawMessage {
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal(raw, &m)
+	return m
+}
+
+// objectKeys lists a JSON object's keys in document order.
+func objectKeys(raw json.RawMessage) []string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	var keys []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return keys
+		}
+		keys = append(keys, tok.(string))
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return keys
+		}
+	}
+	return keys
+}
+
+// mergeOrdered is {...a, ...b} for JSON objects, keeping key order.
+func mergeOrdered(a, b json.RawMessage) json.RawMessage {
+	fa, fb := orderedFields(a), orderedFields(b)
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	n := 0
+	write := func(k string, v json.RawMessage) {
+		if n > 0 {
+			buf.WriteByte(',')
+		}
+		n++
+		kb, _ := json.Marshal(k)
+		buf.Write(kb)
+		buf.WriteByte(':')
+		buf.Write(v)
+	}
+	for _, k := range objectKeys(a) {
+		if v, ok := fb[k]; ok {
+			write(k, v)
+		} else {
+			write(k, fa[k])
+		}
+	}
+	for _, k := range objectKeys(b) {
+		if _, ok := fa[k]; !ok {
+			write(k, fb[k])
+		}
+	}
+	buf.WriteByte('}')
+	return buf.Bytes()
 }
 
 func jsonEqual(a, b json.RawMessage) bool {
