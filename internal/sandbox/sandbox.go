@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -310,6 +311,22 @@ func init() {
 	}
 }
 
+// errorMembers are what an error instance carries or inherits (its own
+// properties, Error.prototype's and Object.prototype's): the member
+// property of an ErrorClass must not shadow them.
+var errorMembers = map[string]bool{
+	"kind": true, "name": true, "message": true, "stack": true, "cause": true, "errors": true,
+	"constructor": true, "toString": true, "valueOf": true, "toLocaleString": true, "hasOwnProperty": true,
+	"isPrototypeOf": true, "propertyIsEnumerable": true, "prototype": true,
+}
+
+// usableMember reports whether name can be an ErrorClass's member
+// property: a name of its own, not one an error carries, and none of the
+// __x__ names engines give special meaning (__proto__, __defineGetter__).
+func usableMember(name string) bool {
+	return identRe.MatchString(name) && !errorMembers[name] && !(strings.HasPrefix(name, "__") && strings.HasSuffix(name, "__"))
+}
+
 // ErrInvalidRequest reports a malformed Request (a bad namespace name, a
 // duplicate, a nil Admit).
 var ErrInvalidRequest = errors.New("sandbox: invalid request")
@@ -329,8 +346,8 @@ func validate(req *Request) error {
 				return fmt.Errorf("%w: global %q bound twice", ErrInvalidRequest, ec.Name)
 			}
 			seen[ec.Name] = true
-			if ec.Member == "" || ec.Member == "kind" || ec.Member == "name" || ec.Member == "message" {
-				return fmt.Errorf("%w: error class member property %q", ErrInvalidRequest, ec.Member)
+			if !usableMember(ec.Member) {
+				return fmt.Errorf("%w: error class member property %q would shadow what an error carries", ErrInvalidRequest, ec.Member)
 			}
 		}
 		if seen[ns.Name] {

@@ -82,14 +82,19 @@ func TestErrorClass(t *testing.T) {
 func TestInvalidRequests(t *testing.T) {
 	admit := func(Call) (Work, error) { return nil, nil }
 	for name, ns := range map[string][]Namespace{
-		"bad name":        {{Name: "1tools", Admit: admit}},
-		"reserved word":   {{Name: "class", Admit: admit}},
-		"owned global":    {{Name: "console", Admit: admit}},
-		"duplicate":       {{Name: "a", Admit: admit}, {Name: "a", Admit: admit}},
-		"no admit":        {{Name: "a"}},
-		"empty path":      {{Name: "a", Admit: admit, Members: [][]string{{}}}},
-		"bad error class": {{Name: "a", Admit: admit, ErrorClass: &ErrorClass{Name: "Error", Member: "m"}}},
-		"member is kind":  {{Name: "a", Admit: admit, ErrorClass: &ErrorClass{Name: "E", Member: "kind"}}},
+		"bad name":          {{Name: "1tools", Admit: admit}},
+		"reserved word":     {{Name: "class", Admit: admit}},
+		"owned global":      {{Name: "console", Admit: admit}},
+		"duplicate":         {{Name: "a", Admit: admit}, {Name: "a", Admit: admit}},
+		"no admit":          {{Name: "a"}},
+		"empty path":        {{Name: "a", Admit: admit, Members: [][]string{{}}}},
+		"bad error class":   {{Name: "a", Admit: admit, ErrorClass: &ErrorClass{Name: "Error", Member: "m"}}},
+		"member is kind":    {{Name: "a", Admit: admit, ErrorClass: &ErrorClass{Name: "E", Member: "kind"}}},
+		"member is stack":   {{Name: "a", Admit: admit, ErrorClass: &ErrorClass{Name: "E", Member: "stack"}}},
+		"member is cause":   {{Name: "a", Admit: admit, ErrorClass: &ErrorClass{Name: "E", Member: "cause"}}},
+		"member __x__":      {{Name: "a", Admit: admit, ErrorClass: &ErrorClass{Name: "E", Member: "__proto__"}}},
+		"member toString":   {{Name: "a", Admit: admit, ErrorClass: &ErrorClass{Name: "E", Member: "toString"}}},
+		"member not a name": {{Name: "a", Admit: admit, ErrorClass: &ErrorClass{Name: "E", Member: "a b"}}},
 	} {
 		if _, err := sb(t).Run(context.Background(), Request{Program: "1", Bindings: ns}); !errors.Is(err, ErrInvalidRequest) {
 			t.Errorf("%s: got %v, want ErrInvalidRequest", name, err)
