@@ -97,48 +97,6 @@ func TestInstructionsGolden(t *testing.T) {
 	}
 }
 
-func TestBudgetSelection(t *testing.T) {
-	long := Tool{Description: strings.Repeat("an expensive tool with a long description ", 3), Run: nop,
-		Input: schema(t, `{"type":"object","properties":{"first":{"type":"string"},"second":{"type":"number"},"third":{"type":"boolean"}}}`)}
-	cheap := Tool{Description: "cheap", Run: nop}
-	rt := mustNew(t, Options{
-		Tools:         Tools{"alpha": Tools{"cheap": cheap, "expensive": long}, "beta": Tools{"cheap": cheap}},
-		CatalogBudget: 40,
-	})
-	sel := selectCatalog(rt.catalogEntries(), 40)
-	if got := sel.header(); got != "PARTIAL - 2 of 3 shown" {
-		t.Errorf("header %q", got)
-	}
-	if got := sel.namespaces[0].label(); got != "alpha (2 tools, 1 shown)" {
-		t.Errorf("alpha label %q", got)
-	}
-	if got := sel.namespaces[1].label(); got != "beta (1 tool)" {
-		t.Errorf("beta label %q", got)
-	}
-	if none := selectCatalog(rt.catalogEntries(), 1); none.namespaces[0].label() != "alpha (2 tools, none shown)" || none.header() != "PARTIAL - 0 of 3 shown" {
-		t.Errorf("budget 1: %q %q", none.header(), none.namespaces[0].label())
-	}
-	if all := selectCatalog(rt.catalogEntries(), 10000); all.header() != "COMPLETE" {
-		t.Errorf("big budget: %q", all.header())
-	}
-	// Round robin: with a budget for three lines, each namespace gets its
-	// cheapest before any gets a second.
-	a := Tools{}
-	b := Tools{}
-	for _, n := range []string{"a1", "a2", "a3"} {
-		a[n] = cheap
-	}
-	for _, n := range []string{"b1", "b2", "b3"} {
-		b[n] = cheap
-	}
-	rt2 := mustNew(t, Options{Tools: Tools{"a": a, "b": b}})
-	cost := estimateTokens(rt2.catalogEntries()[0].line)
-	sel = selectCatalog(rt2.catalogEntries(), 3*cost)
-	if len(sel.namespaces[0].lines) != 2 || len(sel.namespaces[1].lines) != 1 {
-		t.Errorf("round robin gave a=%d b=%d lines, want 2 and 1", len(sel.namespaces[0].lines), len(sel.namespaces[1].lines))
-	}
-}
-
 func TestSearchGolden(t *testing.T) {
 	rt := mustNew(t, Options{Tools: shopTools(t)})
 	var out bytes.Buffer
@@ -181,29 +139,6 @@ func TestSearchGolden(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
-
-func TestSearchTerms(t *testing.T) {
-	for q, want := range map[string]string{
-		"listOrders":          "list orders",
-		"getHTTPResponseCode": "get http response code",
-		"repos/get-content":   "repos get content",
-		"  * user_id  ":       "user id",
-		"ÜberCase résumé2":    "über case résumé2",
-		"v2.session.get":      "v2 session get",
-	} {
-		if got := strings.Join(searchTerms(q), " "); got != want {
-			t.Errorf("searchTerms(%q) = %q, want %q", q, got, want)
-		}
-	}
-	for term, want := range map[string]string{
-		"addresses": "address", "orders": "order", "issues": "issue", "branches": "branch", "policies": "policy",
-		"status": "status", "access": "access", "is": "is", "bus": "bus", "analysis": "analysis",
-	} {
-		if got := stem(term); got != want {
-			t.Errorf("stem(%q) = %q, want %q", term, got, want)
-		}
-	}
-}
 
 func TestSearchAsTool(t *testing.T) {
 	rt := mustNew(t, Options{Tools: shopTools(t), MaxToolCalls: 3})

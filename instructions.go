@@ -21,7 +21,7 @@ func (rt *Runtime) Instructions() string {
 	w("It is not Node.js and not a browser: there is no `import`, `require`, `fetch`, file system, network or `process`. To act on the world, call tools.\n\n")
 
 	w("## Workflow\n\n")
-	if sel.complete() {
+	if sel.Complete() {
 		w("1. Every available tool is listed under \"Available tools\" below: pick from that list.\n")
 	} else {
 		w("1. The list under \"Available tools\" is partial: search before you guess. `await tools.$codemode.search({ query: \"<what you need>\" })` returns matching tools with their exact signatures.\n")
@@ -47,18 +47,18 @@ func (rt *Runtime) Instructions() string {
 	w("- Data in and out is JSON: pass and return objects, arrays, strings, numbers, booleans and null (undefined becomes null; Dates become ISO strings; Maps and Sets become {}); no functions, BigInts or cycles, at most 32 levels deep, and await promises first.\n\n")
 
 	w("## Available tools\n\n")
-	if sel.total == 0 {
+	if sel.Total == 0 {
 		w("No tools are available: programs can only compute.\n")
 		return b.String()
 	}
-	w("%s\n", sel.header())
-	if !sel.complete() {
+	w("%s\n", sel.Header())
+	if !sel.Complete() {
 		w("Some tools are not listed below: use `tools.$codemode.search` to find them and their signatures.\n")
 	}
-	for _, ns := range sel.namespaces {
-		w("\n### %s\n", ns.label())
-		if len(ns.lines) > 0 {
-			w("\n```ts\n%s\n```\n", strings.Join(ns.lines, "\n"))
+	for _, g := range sel.Groups {
+		w("\n### %s\n", g.Label())
+		if len(g.Shown) > 0 {
+			w("\n```ts\n%s\n```\n", strings.Join(g.Shown, "\n"))
 		}
 	}
 	return b.String()

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
-	"unicode"
+	"sync"
+
+	"github.com/codemode-go/codemode/internal/discovery"
 )
 
 // SearchRequest is a search of the tool catalog, by the host
@@ -86,46 +89,27 @@ func (rt *Runtime) Search(req SearchRequest) SearchResult {
 		offset = 0
 	}
 	cat := rt.catalogEntries()
-	var pool []CatalogEntry
-	var positions []int // of pool's entries in cat
-	for i, c := range cat {
-		if namespace != "" && (len(c.Segments) < 2 || c.Segments[0] != namespace) && !strings.HasPrefix(c.Path+".", namespace+".") {
-			continue
-		}
-		pool = append(pool, c)
-		positions = append(positions, i)
+	in := func(c CatalogEntry) bool {
+		return namespace == "" || (len(c.Segments) >= 2 && c.Segments[0] == namespace) || strings.HasPrefix(c.Path+".", namespace+".")
 	}
+	var pool []CatalogEntry
 	if one := rt.lookupExact(query); one != nil {
-		for _, c := range pool {
-			if c.Path == one.name {
-				pool = []CatalogEntry{c}
-				break
+		for _, c := range cat {
+			if c.Path == one.name && in(c) {
+				pool = append(pool, c)
 			}
 		}
-		if len(pool) != 1 || pool[0].Path != one.name {
-			pool = nil
-		}
-	} else if terms := parseQuery(query); len(terms) > 0 {
-		type scored struct {
-			c     CatalogEntry
-			score float64
-		}
-		idx := rt.searchIndex()
-		var hits []scored
-		for k, c := range pool {
-			if s := idx.score(positions[k], terms); s > 0 {
-				hits = append(hits, scored{c, s})
+	} else if order, ranked := rt.searchIndex().Rank(query); ranked {
+		for _, i := range order {
+			if in(cat[i]) {
+				pool = append(pool, cat[i])
 			}
 		}
-		sort.SliceStable(hits, func(i, j int) bool {
-			if hits[i].score != hits[j].score {
-				return hits[i].score > hits[j].score
+	} else {
+		for _, c := range cat {
+			if in(c) {
+				pool = append(pool, c)
 			}
-			return hits[i].c.Path < hits[j].c.Path
-		})
-		pool = pool[:0]
-		for _, h := range hits {
-			pool = append(pool, h.c)
 		}
 	}
 	res := SearchResult{Items: []CatalogEntry{}}
@@ -138,6 +122,40 @@ func (rt *Runtime) Search(req SearchRequest) SearchResult {
 		}
 	}
 	return res
+}
+
+// searchIndex is built once per Runtime, on the first search. Its
+// positions are those of rt.tools, which the catalog shares.
+func (rt *Runtime) searchIndex() *discovery.Index {
+	rt.idx.once.Do(func() {
+		docs := make([]discovery.Doc, len(rt.tools))
+		for i, e := range rt.tools {
+			docs[i] = discovery.Doc{Path: e.path, Description: e.tool.Description, Params: params(e)}
+		}
+		rt.idx.idx = discovery.NewIndex(docs)
+	})
+	return rt.idx.idx
+}
+
+type indexCache struct {
+	once sync.Once
+	idx  *discovery.Index
+}
+
+// params are a tool's input properties in name order.
+func params(e *toolEntry) []discovery.Param {
+	if e.tool.Input == nil {
+		return nil
+	}
+	var out []discovery.Param
+	for _, name := range slices.Sorted(maps.Keys(e.tool.Input.Properties)) {
+		p := discovery.Param{Name: name}
+		if s := e.tool.Input.Properties[name]; s != nil {
+			p.Description = s.Description
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // lookupExact finds the one tool a query names exactly: its canonical
@@ -156,47 +174,15 @@ func (rt *Runtime) lookupExact(query string) *toolEntry {
 	return nil
 }
 
-// searchTerms splits a query into lowercase terms: camelCase boundaries
-// and every non-alphanumeric character separate terms; "*" and empty
-// terms are dropped.
-func searchTerms(q string) []string {
-	var terms []string
-	var cur []rune
-	flush := func() {
-		if len(cur) > 0 {
-			terms = append(terms, strings.ToLower(string(cur)))
-			cur = cur[:0]
-		}
+// nearTools suggests the call sites of tools close to a wrong path.
+func (rt *Runtime) nearTools(member string, n int) []string {
+	paths := make([][]string, len(rt.tools))
+	for i, e := range rt.tools {
+		paths[i] = e.path
 	}
-	rs := []rune(q)
-	for i, r := range rs {
-		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
-			flush()
-			continue
-		}
-		if i > 0 && unicode.IsUpper(r) && (unicode.IsLower(rs[i-1]) || (i+1 < len(rs) && unicode.IsLower(rs[i+1]) && unicode.IsUpper(rs[i-1]))) {
-			flush()
-		}
-		cur = append(cur, r)
+	var out []string
+	for _, i := range discovery.Suggest(member, paths, n) {
+		out = append(out, jsPath(rt.tools[i].path))
 	}
-	flush()
-	return terms
-}
-
-// inputText is the searchable text of a tool's input: property names and
-// their descriptions.
-func inputText(e *toolEntry) string {
-	if e.tool.Input == nil {
-		return ""
-	}
-	var b strings.Builder
-	for name, p := range e.tool.Input.Properties {
-		b.WriteString(name)
-		b.WriteString(" ")
-		if p != nil {
-			b.WriteString(p.Description)
-			b.WriteString(" ")
-		}
-	}
-	return b.String()
+	return out
 }

@@ -20,7 +20,7 @@ func TestGitHubSearchRecall(t *testing.T) {
 		Query string   `json:"query"`
 		Want  []string `json:"want"`
 	}
-	b, err := os.ReadFile("../testdata/search/github-queries.json")
+	b, err := os.ReadFile("../internal/discovery/testdata/github-queries.json")
 	if err != nil {
 		t.Fatal(err)
 	}
