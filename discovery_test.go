@@ -117,6 +117,9 @@ func TestSearchGolden(t *testing.T) {
 		{"", "", 3, 3},                                      // second page
 		{"", "", 3, 6},                                      // last page
 		{"zebra", "", 10, 0},                                // nothing matches
+		{"ord", "", 10, 0},                                  // part of a word
+		{"ship", "", 10, 0},                                 // part of a word in a description
+		{"get customer", "", 10, 0},                         // the tool's name spelled out
 	} {
 		res := rt.Search(SearchRequest{Query: q.query, Namespace: q.namespace, Limit: q.limit, Offset: q.offset})
 		var paths []string

@@ -2,8 +2,10 @@ package discovery
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // Doc is one tool as search sees it.
@@ -54,7 +56,37 @@ const (
 	// nameBonus is added when a typed word is a tool's whole name
 	// (merge, getContent).
 	nameBonus = 2.0
+	// partialWeight scales a partial word's match: "ord" in "order" is
+	// weaker evidence than "order" itself, and a tool that lacks the word
+	// the query typed should not overtake one that has it (RATIONALE.md,
+	// "Why BM25F for search?", has the measurement behind the value). An
+	// infix ("hook" in "webhook") counts half a prefix.
+	partialWeight = 0.25
+	infixWeight   = 0.5
+	// minPartial is the shortest term matched as part of a word: shorter
+	// ones are inside too many words to mean anything.
+	minPartial = 3
 )
+
+// A model's query is a few words. Search runs on the host for a program,
+// which can pass megabytes; the bounds keep its cost to a few
+// milliseconds whatever it passes.
+const (
+	maxQueryBytes = 1 << 10
+	maxQueryTerms = 32
+)
+
+// cut shortens query to maxQueryBytes, at a character boundary.
+func cut(query string) string {
+	if len(query) <= maxQueryBytes {
+		return query
+	}
+	i := maxQueryBytes
+	for i > 0 && !utf8.RuneStart(query[i]) {
+		i--
+	}
+	return query[:i]
+}
 
 // Index ranks tools for queries. It is immutable once built and safe for
 // concurrent use.
@@ -65,8 +97,14 @@ type Index struct {
 	// postings lists, for each indexed word, the tools that have it and
 	// how often in each field.
 	postings map[string][]posting
+	// vocab is every indexed word, for partial matches; sorted, so that
+	// partial scores add up in the same order every time.
+	vocab []string
 	// last is each tool's last path segment, lowercased and unsplit.
 	last []string
+	// names are each tool's path suffixes (its name, its name with its
+	// parent, ...) with their words joined, for exact-name matches.
+	names [][]string
 }
 
 type posting struct {
@@ -81,6 +119,7 @@ func NewIndex(docs []Doc) *Index {
 		length:   make([][numFields]int, len(docs)),
 		postings: map[string][]posting{},
 		last:     make([]string, len(docs)),
+		names:    make([][]string, len(docs)),
 	}
 	for i, d := range docs {
 		summary, body, _ := strings.Cut(strings.TrimSpace(d.Description), "\n")
@@ -115,6 +154,9 @@ func NewIndex(docs []Doc) *Index {
 		if len(d.Path) > 0 {
 			x.last[i] = strings.ToLower(d.Path[len(d.Path)-1])
 		}
+		for k := len(d.Path) - 1; k >= 0; k-- {
+			x.names[i] = append(x.names[i], joined(strings.Join(d.Path[k:], " ")))
+		}
 	}
 	for f := range x.avgLen {
 		if x.n > 0 {
@@ -124,16 +166,30 @@ func NewIndex(docs []Doc) *Index {
 			x.avgLen[f] = 1
 		}
 	}
+	x.vocab = make([]string, 0, len(x.postings))
+	for t := range x.postings {
+		x.vocab = append(x.vocab, t)
+	}
+	sort.Strings(x.vocab)
 	return x
 }
+
+// joined is text's words run together, so that "get project",
+// "getProject", "get_project" and "get-project" are one name.
+func joined(text string) string { return strings.Join(Terms(text), "") }
 
 // Rank returns the positions of the tools that match query, best first;
 // ties keep index order. A query with no word to rank by ("", "*", "the")
 // gives ranked false: the caller lists the tools instead.
 //
-// Tools are ordered by BM25F: each query word scores, per tool, its best
-// form (the word stemmed, or a synonym at a discount).
+// A tool whose name is the query ("get project", "get_project" for
+// getProject) comes first. The rest are ordered by BM25F: each query word
+// scores, per tool, its best form (the word stemmed, or a synonym at a
+// discount); a tool without any of them scores by the words it has that
+// start with or contain the query word, at a further discount, so "ord"
+// still finds orders.
 func (x *Index) Rank(query string) (order []int, ranked bool) {
+	query = cut(query)
 	terms := parseQuery(query)
 	if len(terms) == 0 {
 		return nil, false
@@ -154,6 +210,9 @@ func (x *Index) Rank(query string) (order []int, ranked bool) {
 				best[p.doc] = max(best[p.doc], s)
 			}
 		}
+		if !qt.implied {
+			x.partial(qt.forms[0], best)
+		}
 		for i, s := range best {
 			if qt.implied {
 				implied[i] += s * impliedWeight
@@ -167,15 +226,69 @@ func (x *Index) Rank(query string) (order []int, ranked bool) {
 			total[i] += s
 		}
 	}
+	name := joined(query)
+	exact := make([]bool, x.n)
 	var hits []int
 	for i := range x.n {
-		if total[i] > 0 {
+		exact[i] = name != "" && slices.Contains(x.names[i], name)
+		if total[i] > 0 || exact[i] {
 			hits = append(hits, i)
 			total[i] += implied[i]
 		}
 	}
-	sort.SliceStable(hits, func(a, b int) bool { return total[hits[a]] > total[hits[b]] })
+	sort.SliceStable(hits, func(a, b int) bool {
+		i, j := hits[a], hits[b]
+		if exact[i] != exact[j] {
+			return exact[i]
+		}
+		return total[i] > total[j]
+	})
 	return hits, true
+}
+
+// partial scores, for the tools with no whole match of term (best is
+// zero), the words that contain it: their frequencies add up as if they
+// were the term, with its document frequency counted over them all.
+func (x *Index) partial(term string, best []float64) {
+	if utf8.RuneCountInString(term) < minPartial {
+		return
+	}
+	tf := map[int]*[numFields]float64{}
+	docs := map[int]bool{}
+	for _, p := range x.postings[term] {
+		docs[p.doc] = true
+	}
+	for _, w := range x.vocab {
+		if w == term {
+			continue
+		}
+		weight := 1.0
+		switch {
+		case strings.HasPrefix(w, term):
+		case strings.Contains(w, term):
+			weight = infixWeight
+		default:
+			continue
+		}
+		for _, p := range x.postings[w] {
+			docs[p.doc] = true
+			if best[p.doc] > 0 {
+				continue
+			}
+			acc := tf[p.doc]
+			if acc == nil {
+				acc = new([numFields]float64)
+				tf[p.doc] = acc
+			}
+			for f := range numFields {
+				acc[f] += weight * p.tf[f]
+			}
+		}
+	}
+	idf := x.idf(len(docs))
+	for doc, c := range tf {
+		best[doc] = partialWeight * x.bm25(doc, *c, idf)
+	}
 }
 
 func (x *Index) idf(df int) float64 {
@@ -213,6 +326,9 @@ func parseQuery(q string) []queryTerm {
 	for _, t := range Terms(q) {
 		if stopWords[t] {
 			continue
+		}
+		if len(out) == maxQueryTerms {
+			break
 		}
 		qt := queryTerm{raw: t, forms: []string{stem(t)}}
 		for _, s := range synonyms[stem(t)] {
