@@ -11,7 +11,11 @@ import (
 
 // CatalogEntry describes one tool for the model.
 type CatalogEntry struct {
-	// Path is the tool's dot-joined path, as in the tool-call audit.
+	// Path is the tool's dot-joined path, as in the tool-call audit
+	// (orders.refund), in Catalog. In search results it is the call site
+	// a program writes (tools.orders.refund, tools.ns["odd-name"]), as
+	// tools.$codemode.search gives it; a search for either spelling finds
+	// the tool.
 	Path        string `json:"path"`
 	Description string `json:"description"`
 	// Signature is the TypeScript declaration of the call, with the

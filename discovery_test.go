@@ -149,11 +149,47 @@ func TestSearchAsTool(t *testing.T) {
 		const page = await tools.$codemode.search({ limit: 2 })
 		const more = await tools.$codemode.search({ limit: 2, ...page.next })
 		return [r.items[0].path, r.items[0].signature.includes("amountCents"), page.items.length, more.items[0].path !== page.items[0].path]`)
-	if string(res.Value) != `["orders.refund",true,2,true]` || len(res.ToolCalls) != 3 || res.ToolCalls[0].Name != "$codemode.search" {
+	if string(res.Value) != `["tools.orders.refund",true,2,true]` || len(res.ToolCalls) != 3 || res.ToolCalls[0].Name != "$codemode.search" {
 		t.Errorf("got %s", resultJSON(res))
 	}
 	res = run(t, rt, `return await tools.$codemode.search({ limit: 1000 })`)
 	if res.OK || res.Error.Kind != InvalidToolInput {
 		t.Errorf("bad limit: %s", resultJSON(res))
 	}
+}
+
+// TestSearchItemPath: a search item gives the tool's call site, as a
+// program writes it, and searching for either spelling of a path (the
+// call site or the dot-joined audit name) finds exactly that tool.
+func TestSearchItemPath(t *testing.T) {
+	rt := mustNew(t, Options{Tools: shopTools(t)})
+	for _, tc := range []struct{ query, want string }{
+		{"refund", "tools.orders.refund"},
+		{"resolve library", `tools.context7["resolve-library-id"]`},
+		{"tools.orders.refund", "tools.orders.refund"},
+		{"orders.refund", "tools.orders.refund"},
+		{`tools.context7["resolve-library-id"]`, `tools.context7["resolve-library-id"]`},
+		{`context7["resolve-library-id"]`, `tools.context7["resolve-library-id"]`},
+		{"context7.resolve-library-id", `tools.context7["resolve-library-id"]`},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			res := rt.Search(SearchRequest{Query: tc.query})
+			if len(res.Items) == 0 || res.Items[0].Path != tc.want {
+				t.Fatalf("items got %q, want %s first", itemPaths(res), tc.want)
+			}
+			// The path an item gives is a query that finds it alone.
+			again := rt.Search(SearchRequest{Query: res.Items[0].Path})
+			if got := itemPaths(again); len(got) != 1 || got[0] != tc.want {
+				t.Errorf("searching %s got %q, want exactly that tool", res.Items[0].Path, got)
+			}
+		})
+	}
+}
+
+func itemPaths(res SearchResult) []string {
+	var out []string
+	for _, it := range res.Items {
+		out = append(out, it.Path)
+	}
+	return out
 }

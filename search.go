@@ -115,7 +115,12 @@ func (rt *Runtime) Search(req SearchRequest) SearchResult {
 	res := SearchResult{Items: []CatalogEntry{}}
 	if offset < len(pool) {
 		end := min(offset+limit, len(pool))
-		res.Items = append(res.Items, pool[offset:end]...)
+		for _, c := range pool[offset:end] {
+			// The model calls what it reads: the item's path is the
+			// call site, not the audit name.
+			c.Path = jsPath(c.Segments)
+			res.Items = append(res.Items, c)
+		}
 		res.Remaining = len(pool) - end
 		if res.Remaining > 0 {
 			res.Next = &SearchNext{Offset: end}

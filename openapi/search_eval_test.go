@@ -45,7 +45,7 @@ func TestSearchRecall(t *testing.T) {
 				res := rt.Search(codemode.SearchRequest{Query: q.Query, Limit: 5})
 				rank := -1
 				for i, it := range res.Items {
-					if slices.Contains(q.Want, it.Path) {
+					if slices.Contains(q.Want, strings.Join(it.Segments, ".")) {
 						rank = i
 						break
 					}
@@ -58,7 +58,7 @@ func TestSearchRecall(t *testing.T) {
 				} else {
 					var got []string
 					for _, it := range res.Items {
-						got = append(got, strings.TrimPrefix(it.Path, tc.namespace+"."))
+						got = append(got, strings.Join(it.Segments[1:], "."))
 					}
 					misses = append(misses, q.Query+" → "+strings.Join(got, ", "))
 				}

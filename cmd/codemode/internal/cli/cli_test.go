@@ -124,7 +124,7 @@ paths:
 		t.Fatalf("catalog: exit %d\n%s\n%s", code, out, errs)
 	}
 	code, out, _ = runCLI(t, "", "search", "--openapi", spec+"=w", "widget")
-	if code != 0 || !strings.Contains(out, `"w.widgets.get"`) {
+	if code != 0 || !strings.Contains(out, `"tools.w.widgets.get"`) {
 		t.Errorf("search with namespace: exit %d\n%s", code, out)
 	}
 	// Credentials come from named environment variables, which must exist.
