@@ -89,10 +89,38 @@ func TestInstructionsGolden(t *testing.T) {
 		{"complete", Options{Tools: shopTools(t), Timeout: 30e9, MaxToolCalls: 50}},
 		{"partial", Options{Tools: shopTools(t), CatalogBudget: 120}},
 		{"empty", Options{}},
+		{"none", Options{Tools: shopTools(t), CatalogBudget: -1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rt := mustNew(t, tc.opts)
 			golden(t, "discovery/instructions-"+tc.name+".md", rt.Instructions())
+		})
+	}
+}
+
+// TestCatalogBudgetNone: a negative budget inlines no signature, and the
+// instructions send the model to search instead.
+func TestCatalogBudgetNone(t *testing.T) {
+	rt, err := New(Options{Tools: shopTools(t), CatalogBudget: -1})
+	if err != nil {
+		t.Fatalf("New with CatalogBudget -1: got %v, want no error", err)
+	}
+	defer rt.Close()
+	ins := rt.Instructions()
+	for _, tc := range []struct {
+		name, text string
+		want       bool
+	}{
+		{"no signature", "tools.orders.refund(", false},
+		{"no code block", "```ts", false},
+		{"counts", "PARTIAL - 0 of 8 shown", true},
+		{"search first", "search before you guess", true},
+		{"namespaces", "### orders (3 tools, none shown)", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := strings.Contains(ins, tc.text); got != tc.want {
+				t.Errorf("instructions contain %q: got %v, want %v", tc.text, got, tc.want)
+			}
 		})
 	}
 }

@@ -8,8 +8,8 @@ import (
 // Instructions returns the model-facing description of the execute tool:
 // what a program is, how to work with the tools, the language, and the
 // tools themselves — all of them when they fit Options.CatalogBudget, else
-// as many as fit (namespaces in turn, cheapest first) with a note that
-// tools.$codemode.search finds the rest.
+// as many as fit (namespaces in turn, cheapest first; none for a negative
+// budget) with a note that tools.$codemode.search finds the rest.
 func (rt *Runtime) Instructions() string {
 	sel := selectCatalog(rt.catalogEntries(), rt.opts.CatalogBudget)
 	var b strings.Builder
@@ -52,7 +52,10 @@ func (rt *Runtime) Instructions() string {
 		return b.String()
 	}
 	w("%s\n", sel.Header())
-	if !sel.Complete() {
+	switch {
+	case sel.Shown == 0:
+		w("No signatures are listed here: use `tools.$codemode.search` to find tools and their signatures.\n")
+	case !sel.Complete():
 		w("Some tools are not listed below: use `tools.$codemode.search` to find them and their signatures.\n")
 	}
 	for _, g := range sel.Groups {

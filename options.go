@@ -51,7 +51,11 @@ type Options struct {
 	OnToolCallEnd   func(ctx context.Context, call ToolCallEnd)
 
 	// CatalogBudget is the estimated tokens (characters / 4) of tool
-	// signatures that Instructions inlines. Zero means 2,000.
+	// signatures that Instructions inlines; the tools that do not fit are
+	// found with tools.$codemode.search. Zero means 2,000; a negative value
+	// inlines none, so the instructions list only the namespaces and send
+	// the model to search (for a catalog that changes, or one too large
+	// for a sample to help).
 	CatalogBudget int
 
 	// CacheDir keeps the engine's compiled code on disk so a new process
@@ -155,11 +159,8 @@ func (o *Options) normalize() error {
 	case o.MaxConcurrency < 0:
 		return bad("MaxConcurrency %d is negative", o.MaxConcurrency)
 	}
-	switch {
-	case o.CatalogBudget == 0:
+	if o.CatalogBudget == 0 {
 		o.CatalogBudget = DefaultCatalogBudget
-	case o.CatalogBudget < 0:
-		return bad("CatalogBudget %d is negative", o.CatalogBudget)
 	}
 	return nil
 }
