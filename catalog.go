@@ -2,7 +2,6 @@ package codemode
 
 import (
 	"encoding/json"
-	"strings"
 	"sync"
 
 	"github.com/codemode-go/codemode/internal/discovery"
@@ -23,8 +22,6 @@ type CatalogEntry struct {
 	Signature string `json:"signature"`
 	// Segments is the path as its segments (names may contain dots).
 	Segments []string `json:"-"`
-
-	line string // one-line form for the instructions' tool list
 }
 
 // catalog is computed once per Runtime, on first use: rendering a
@@ -54,7 +51,6 @@ func (rt *Runtime) catalogEntries() []CatalogEntry {
 				Description: e.tool.Description,
 				Signature:   tsgen.Signature(e.path, e.tool.Description, in, out, true),
 				Segments:    e.path,
-				line:        catalogLine(tsgen.Signature(e.path, "", in, out, false), e.tool.Description),
 			}
 		}
 	})
@@ -72,31 +68,15 @@ func schemaJSON(s any) json.RawMessage {
 	return b
 }
 
-// maxSummary bounds the description text on a catalog line.
-const maxSummary = 120
-
-// catalogLine is a tool's entry in the instructions: its one-line
-// signature and the first line of its description.
-func catalogLine(signature, description string) string {
-	summary := strings.TrimSpace(description)
-	if i := strings.IndexAny(summary, "\r\n"); i >= 0 {
-		summary = strings.TrimSpace(summary[:i])
-	}
-	if r := []rune(summary); len(r) > maxSummary {
-		summary = strings.TrimSpace(string(r[:maxSummary-1])) + "…"
-	}
-	if summary == "" {
-		return signature
-	}
-	return signature + " // " + summary
-}
-
-// selectCatalog chooses the lines the instructions inline within the
-// budget: see discovery.Select.
+// selectCatalog chooses the signatures the instructions inline within the
+// budget (see discovery.Select). They are the complete signatures, JSDoc
+// included, that search returns: a model that calls a tool straight from
+// the list needs its fields' meanings and constraints as much as one that
+// searched (RATIONALE.md, "Why complete signatures in the instructions?").
 func selectCatalog(entries []CatalogEntry, budget int) discovery.Selection {
 	in := make([]discovery.Entry, len(entries))
 	for i, e := range entries {
-		in[i] = discovery.Entry{Namespace: e.Segments[0], Path: e.Path, Text: e.line}
+		in[i] = discovery.Entry{Namespace: e.Segments[0], Path: e.Path, Text: e.Signature}
 	}
 	return discovery.Select(in, budget)
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/codemode-go/codemode/internal/discovery"
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
@@ -94,6 +95,37 @@ func TestInstructionsGolden(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rt := mustNew(t, tc.opts)
 			golden(t, "discovery/instructions-"+tc.name+".md", rt.Instructions())
+		})
+	}
+}
+
+// TestInstructionsInlineSignatures: the inline catalog shows each tool's
+// complete signature, with its JSDoc (field descriptions and
+// constraints), and charges all of it to the budget: the budget that
+// holds every full signature gives COMPLETE, one token less gives
+// PARTIAL.
+func TestInstructionsInlineSignatures(t *testing.T) {
+	rt := mustNew(t, Options{Tools: shopTools(t)})
+	all := 0
+	for _, e := range rt.Catalog() {
+		all += discovery.EstimateTokens(e.Signature)
+	}
+	for _, tc := range []struct {
+		name   string
+		budget int
+		want   []string
+	}{
+		{"default", 0, []string{"COMPLETE", "Amount to refund; the whole order when absent.", "@minimum 1", "/** Look up one order by id. */\ntools.orders.lookup(input: {"}},
+		{"exactly enough", all, []string{"COMPLETE"}},
+		{"one token short", all - 1, []string{"PARTIAL - 7 of 8 shown"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ins := mustNew(t, Options{Tools: shopTools(t), CatalogBudget: tc.budget}).Instructions()
+			for _, w := range tc.want {
+				if !strings.Contains(ins, w) {
+					t.Errorf("instructions lack %q; got\n%s", w, ins[strings.Index(ins, "## Available tools"):])
+				}
+			}
 		})
 	}
 }

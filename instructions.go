@@ -61,7 +61,7 @@ func (rt *Runtime) Instructions() string {
 	for _, g := range sel.Groups {
 		w("\n### %s\n", g.Label())
 		if len(g.Shown) > 0 {
-			w("\n```ts\n%s\n```\n", strings.Join(g.Shown, "\n"))
+			w("\n```ts\n%s\n```\n", strings.Join(g.Shown, "\n\n"))
 		}
 	}
 	return b.String()
