@@ -69,8 +69,8 @@ const (
 )
 
 // A model's query is a few words. Search runs on the host for a program,
-// which can pass megabytes; the bounds keep its cost to a few
-// milliseconds whatever it passes.
+// which can pass megabytes, and does not watch the run's deadline; the
+// bounds keep its cost independent of what the program passes.
 const (
 	maxQueryBytes = 1 << 10
 	maxQueryTerms = 32

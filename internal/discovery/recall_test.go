@@ -22,7 +22,7 @@ type heldOut struct {
 	Want  []string `json:"want"`
 }
 
-func readJSON(t *testing.T, name string, v any) {
+func readJSON(t testing.TB, name string, v any) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
@@ -31,6 +31,23 @@ func readJSON(t *testing.T, name string, v any) {
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
+}
+
+// githubFixture reads testdata/github-tools.json as docs, with their
+// dot-joined paths.
+func githubFixture(t testing.TB) ([]Doc, []string) {
+	var tools []fixtureTool
+	readJSON(t, "github-tools.json", &tools)
+	docs := make([]Doc, len(tools))
+	paths := make([]string, len(tools))
+	for i, tl := range tools {
+		docs[i] = Doc{Path: strings.Split(tl.Path, "."), Description: tl.Description}
+		for _, p := range tl.Params {
+			docs[i].Params = append(docs[i].Params, Param{Name: p})
+		}
+		paths[i] = tl.Path
+	}
+	return docs, paths
 }
 
 // recall ranks each query and counts the queries whose wanted tool is
@@ -65,19 +82,9 @@ func recall(x *Index, paths []string, queries []heldOut) (hits1, hits5 int, miss
 // recall@5 drops below the measured level; RATIONALE.md ("Why BM25F for
 // search?") has the numbers and how they were measured.
 func TestGitHubRecall(t *testing.T) {
-	var tools []fixtureTool
-	readJSON(t, "github-tools.json", &tools)
+	docs, paths := githubFixture(t)
 	var queries []heldOut
 	readJSON(t, "github-queries.json", &queries)
-	docs := make([]Doc, len(tools))
-	paths := make([]string, len(tools))
-	for i, tl := range tools {
-		docs[i] = Doc{Path: strings.Split(tl.Path, "."), Description: tl.Description}
-		for _, p := range tl.Params {
-			docs[i].Params = append(docs[i].Params, Param{Name: p})
-		}
-		paths[i] = tl.Path
-	}
 	for _, q := range queries {
 		for _, w := range q.Want {
 			if !slices.Contains(paths, w) {
@@ -87,7 +94,7 @@ func TestGitHubRecall(t *testing.T) {
 	}
 	hits1, hits5, misses := recall(NewIndex(docs), paths, queries)
 	n := float64(len(queries))
-	t.Logf("%d tools, %d queries: recall@1 %.2f, recall@5 %.2f", len(tools), len(queries), float64(hits1)/n, float64(hits5)/n)
+	t.Logf("%d tools, %d queries: recall@1 %.2f, recall@5 %.2f", len(docs), len(queries), float64(hits1)/n, float64(hits5)/n)
 	for _, m := range misses {
 		t.Logf("miss: %s", m)
 	}
@@ -102,3 +109,38 @@ func TestGitHubRecall(t *testing.T) {
 // githubHits5 is how many of the 60 GitHub queries the fixture answers in
 // the top five (recall@5 0.85).
 const githubHits5 = 51
+
+// BenchmarkRank ranks the held-out GitHub queries over the fixture, and a
+// query of partial words, which scans the vocabulary.
+func BenchmarkRank(b *testing.B) {
+	docs, _ := githubFixture(b)
+	var queries []heldOut
+	readJSON(b, "github-queries.json", &queries)
+	x := NewIndex(docs)
+	for _, bc := range []struct {
+		name    string
+		queries []string
+	}{
+		{"held-out", func() (qs []string) {
+			for _, q := range queries {
+				qs = append(qs, q.Query)
+			}
+			return qs
+		}()},
+		{"partial", []string{"pul req rev"}},
+		{"longest", []string{strings.Repeat("abcdefg ", maxQueryBytes/8)}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				x.Rank(bc.queries[i%len(bc.queries)])
+			}
+		})
+	}
+}
+
+func BenchmarkNewIndex(b *testing.B) {
+	docs, _ := githubFixture(b)
+	for b.Loop() {
+		NewIndex(docs)
+	}
+}
