@@ -21,6 +21,7 @@ type Doc struct {
 
 // Param is one input property of a tool.
 type Param struct {
+	// Name is the property's name; Description, its schema description.
 	Name, Description string
 }
 

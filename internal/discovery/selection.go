@@ -20,8 +20,8 @@ type Entry struct {
 type Selection struct {
 	// Groups are the namespaces in name order, each with its shown texts.
 	Groups []Group
-	Shown  int
-	Total  int
+	// Shown counts the entries that fit, Total all of them.
+	Shown, Total int
 }
 
 // Group is one namespace of a Selection.
