@@ -114,7 +114,7 @@ func ExampleRuntime_Search() {
 		fmt.Println(item.Path)
 	}
 	// Output:
-	// orders.refund
+	// tools.orders.refund
 }
 
 func ExampleToolErrorCause() {

@@ -92,7 +92,7 @@ func (l *limitFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&l.pretty, "pretty", false, "indent the JSON result")
 	fs.StringVar(&l.cacheDir, "cache-dir", defaultCacheDir(), "directory for the compiled engine cache")
 	fs.BoolVar(&l.noCache, "no-cache", false, "do not keep the compiled engine on disk")
-	fs.IntVar(&l.catalogBudget, "catalog-budget", 0, "estimated tokens of signatures the instructions inline (0 = 2000)")
+	fs.IntVar(&l.catalogBudget, "catalog-budget", 0, "estimated tokens of signatures the instructions inline (0 = 2000; negative = none, search only)")
 }
 
 func (l *limitFlags) options(tools codemode.Tools) codemode.Options {

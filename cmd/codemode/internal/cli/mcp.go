@@ -101,7 +101,7 @@ func (f *mcpFlags) register(fs *flag.FlagSet) {
 	f.maxMemory = codemode.DefaultMaxMemoryBytes
 	fs.Var(&f.maxMemory, "max-memory", "engine memory limit of one run, in bytes or with a unit such as 64MiB")
 	fs.IntVar(&f.maxConcurrency, "max-concurrency", codemode.DefaultMaxConcurrency, "tool calls of one run that execute at once")
-	fs.IntVar(&f.catalogBudget, "catalog-budget", codemode.DefaultCatalogBudget, "estimated tokens of tool signatures the execute description lists")
+	fs.IntVar(&f.catalogBudget, "catalog-budget", codemode.DefaultCatalogBudget, "estimated tokens of tool signatures the execute description lists (negative = none, search only)")
 	fs.DurationVar(&f.callTimeout, "call-timeout", 0, "time limit of one upstream MCP tool call; past it the call fails and the run goes on (0 = the run's limit)")
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", mcp.DefaultConnectTimeout, "time limit for starting an MCP server and listing its tools")
 	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "directory for the compiled engine cache")
