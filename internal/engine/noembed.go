@@ -1,0 +1,7 @@
+//go:build !codemode_embed
+
+package engine
+
+// embedded is empty without the codemode_embed tag: the engine is resolved
+// at run time (see Resolve).
+var embedded []byte
