@@ -3,9 +3,13 @@
 #   make test   installs the pinned engine, then gofmt, vet, staticcheck
 #               and the race-enabled test suite
 SHELL := /bin/bash
-WASM := internal/quickjs/quickjs.wasm
+WASM := internal/engine/quickjs.wasm
 # The pinned hash lives in Go; the build refuses any other engine bytes.
-WASM_SHA256 := $(shell sed -n 's/^const wasmSHA256 = "\([0-9a-f]*\)"/\1/p' internal/quickjs/abi.go)
+WASM_SHA256 := $(shell sed -n 's/^const SHA256 = "\([0-9a-f]*\)"/\1/p' internal/engine/pin.go)
+# Our own builds and tests embed the engine `make wasm` copied and
+# verified, so they run offline. A module download has no quickjs.wasm:
+# without the tag the engine is resolved at run time (internal/engine).
+TAGS := -tags codemode_embed
 # GitHub's REST API description, a large real spec for the tests. Only the
 # one file is extracted: the package unpacks to 385 MB.
 GITHUB_SPEC := testdata/large/api.github.com.json
@@ -25,7 +29,7 @@ node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-$(WASM): node_modules/.package-lock.json internal/quickjs/abi.go
+$(WASM): node_modules/.package-lock.json internal/engine/pin.go
 	cp node_modules/quickjs-wasi/quickjs.wasm $(WASM)
 	@echo "$(WASM_SHA256)  $(WASM)" | sha256sum --check --quiet || { rm -f $(WASM); echo "quickjs.wasm does not match the pinned SHA-256" >&2; exit 1; }
 
@@ -40,7 +44,7 @@ $(FIGMA_SPEC):
 specs: $(GITHUB_SPEC) $(FIGMA_SPEC)
 
 demo: wasm
-	go run ./cmd/codemode demo
+	go run $(TAGS) ./cmd/codemode demo
 
 test: wasm specs fmt-check tidy-check vet staticcheck cross gotest
 
@@ -52,28 +56,33 @@ tidy-check:
 	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy" >&2; exit 1; }
 	@cd tools && go mod tidy -diff || { echo "tools/go.mod is not tidy: run go mod tidy in tools" >&2; exit 1; }
 
+# Both builds: the tagged one we test, the untagged one consumers get.
 vet: wasm
 	go vet ./...
+	go vet $(TAGS) ./...
 
 # The module, command included, builds for the other systems it supports.
 cross: wasm
+	GOOS=windows GOARCH=amd64 go build $(TAGS) ./...
+	GOOS=darwin GOARCH=arm64 go build $(TAGS) ./...
 	GOOS=windows GOARCH=amd64 go build ./...
-	GOOS=darwin GOARCH=arm64 go build ./...
 
 # staticcheck is pinned in a module of its own (tools/), so it never enters
 # the module graph of those who depend on codemode.
 staticcheck: wasm
-	go tool -modfile=tools/go.mod staticcheck ./...
+	go tool -modfile=tools/go.mod staticcheck $(TAGS) ./...
 
+# TestOutOfTreeConsumer builds a module that requires this one, without the
+# tag and without quickjs.wasm, as `go get` users do.
 gotest: wasm
-	go test -race -count=1 ./...
+	go test $(TAGS) -race -count=1 ./...
 
 bench: wasm
-	go test -run '^$$' -bench . -benchmem ./...
+	go test $(TAGS) -run '^$$' -bench . -benchmem ./...
 
 # The benchmark table, against node when it is installed.
 benchcmd: wasm
-	go run ./cmd/codemode bench
+	go run $(TAGS) ./cmd/codemode bench
 
 # Each fuzz target for FUZZTIME (default 30s). By default the fuzzer
 # minimizes every input that finds new coverage, for up to 60 s each,
@@ -86,17 +95,17 @@ FUZZTIME ?= 30s
 FUZZMINIMIZE ?= 0
 FUZZFLAGS = -run '^$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE)
 fuzz: wasm specs
-	go test $(FUZZFLAGS) -fuzz '^FuzzExecute$$' .
-	go test $(FUZZFLAGS) -fuzz '^FuzzCheck$$' ./internal/typescript
-	go test $(FUZZFLAGS) -fuzz '^FuzzDataBoundary$$' .
-	go test $(FUZZFLAGS) -fuzz '^FuzzCheckData$$' ./internal/sandbox
-	go test $(FUZZFLAGS) -fuzz '^FuzzType$$' ./internal/tsgen
-	go test $(FUZZFLAGS) -fuzz '^FuzzFromSpec$$' ./openapi
+	go test $(TAGS) $(FUZZFLAGS) -fuzz '^FuzzExecute$$' .
+	go test $(TAGS) $(FUZZFLAGS) -fuzz '^FuzzCheck$$' ./internal/typescript
+	go test $(TAGS) $(FUZZFLAGS) -fuzz '^FuzzDataBoundary$$' .
+	go test $(TAGS) $(FUZZFLAGS) -fuzz '^FuzzCheckData$$' ./internal/sandbox
+	go test $(TAGS) $(FUZZFLAGS) -fuzz '^FuzzType$$' ./internal/tsgen
+	go test $(TAGS) $(FUZZFLAGS) -fuzz '^FuzzFromSpec$$' ./openapi
 
 # The full soak (10,000 mixed runs at concurrency 200), deadline accuracy
 # and the footprint of 1,000 waiting runs.
 soak: wasm
-	go test -run 'TestSoak$$|TestDeadlineAccuracy$$|TestFootprint$$' -soak 10000 -deadline-samples 30 -footprint 1000 -v -timeout 30m .
+	go test $(TAGS) -run 'TestSoak$$|TestDeadlineAccuracy$$|TestFootprint$$' -soak 10000 -deadline-samples 30 -footprint 1000 -v -timeout 30m .
 
 clean:
-	rm -f $(WASM) $(GITHUB_SPEC) $(FIGMA_SPEC)
+	rm -f $(WASM) internal/quickjs/quickjs.wasm $(GITHUB_SPEC) $(FIGMA_SPEC)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/codemode-go/codemode/internal/engine"
 	"github.com/codemode-go/codemode/internal/quickjs"
 )
 
@@ -148,7 +149,11 @@ type confHost struct {
 
 func newConfHost(t *testing.T) *confHost {
 	ctx := context.Background()
-	e, err := quickjs.NewEngine(ctx, quickjs.Config{})
+	wasm, _, err := engine.Resolve(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := quickjs.NewEngine(ctx, quickjs.Config{Wasm: wasm})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,15 @@ type Options struct {
 	// starts in milliseconds instead of hundreds. Empty means compile in
 	// memory, once per process.
 	CacheDir string
+
+	// EngineWasm is the QuickJS-NG engine binary to use instead of
+	// resolving it; it must be the pinned build (New fails with
+	// ErrEngineMismatch otherwise). Nil means resolve it once per process,
+	// in order: a copy built in with -tags codemode_embed, the file
+	// $CODEMODE_ENGINE_WASM names, the per-user cache ($CODEMODE_CACHE_DIR,
+	// default os.UserCacheDir()/codemode), then `npm pack` of the pinned
+	// quickjs-wasi version when npm is on PATH, which fills the cache.
+	EngineWasm []byte
 }
 
 // ToolCallStart is passed to Options.OnToolCallStart when an admitted call

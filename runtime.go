@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/codemode-go/codemode/internal/engine"
 	"github.com/codemode-go/codemode/internal/sandbox"
 	"github.com/codemode-go/codemode/internal/typescript"
 )
@@ -42,7 +43,7 @@ func New(opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
-	sb, err := sharedSandbox(opts.CacheDir)
+	sb, err := sharedSandbox(opts.CacheDir, opts.EngineWasm)
 	if err != nil {
 		return nil, err
 	}
@@ -109,6 +110,17 @@ var (
 	ErrStopped = errors.New("codemode: run stopped: the runtime was closed")
 )
 
+// ErrEngineUnavailable is wrapped by the error New returns when the engine
+// binary is in none of the places it is looked for (see
+// Options.EngineWasm). The message says why for each and ends with the
+// command that installs it.
+var ErrEngineUnavailable = sandbox.ErrEngineUnavailable
+
+// ErrEngineMismatch is wrapped by the error New returns when engine bytes
+// (Options.EngineWasm, $CODEMODE_ENGINE_WASM, ...) are not the pinned
+// build; the message names where they came from.
+var ErrEngineMismatch = sandbox.ErrEngineMismatch
+
 // Close stops the runs in flight (each Execute returns ErrStopped with its
 // partial Result), waits for them to return, and refuses new ones. After
 // Close returns, no program of the Runtime runs and none of its hooks is
@@ -152,13 +164,24 @@ var shared struct {
 
 // sharedSandbox returns the process-wide engine for a configuration,
 // compiling it on first use.
-func sharedSandbox(cacheDir string) (*sandbox.Sandbox, error) {
+//
+// Engines are keyed by CacheDir alone, not by where the bytes came from:
+// every binary accepted has the pinned SHA-256, so an engine compiled from
+// the host's bytes and one compiled from the cache are the same engine.
+// The host's bytes are verified before a shared engine is reused, so
+// wrong ones fail New even then.
+func sharedSandbox(cacheDir string, wasm []byte) (*sandbox.Sandbox, error) {
+	if len(wasm) > 0 {
+		if err := engine.Verify(wasm, engine.Source{Kind: engine.Host}); err != nil {
+			return nil, fmt.Errorf("codemode: engine: %w", err)
+		}
+	}
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if sb := shared.m[cacheDir]; sb != nil {
 		return sb, nil
 	}
-	sb, err := sandbox.New(context.Background(), sandbox.Options{CacheDir: cacheDir})
+	sb, err := sandbox.New(context.Background(), sandbox.Options{CacheDir: cacheDir, EngineWasm: wasm})
 	if err != nil {
 		return nil, fmt.Errorf("codemode: engine: %w", err)
 	}

@@ -11,13 +11,8 @@ import (
 // module against it at load, so a changed engine build fails with a named
 // error instead of a nil-function panic deep inside a run.
 
-// wasmSHA256 is the SHA-256 of the pinned quickjs.wasm (npm quickjs-wasi
-// 3.7.0). The Makefile checks the copied file against it and [NewEngine]
-// refuses other bytes.
-const wasmSHA256 = "c0bd8f296e18cf074969f6401b9ecb72609a1323818ec2b9bf7a8f8d740d1363"
-
-// PackageVersion is the npm quickjs-wasi version the embedded engine comes from.
-const PackageVersion = "3.7.0"
+// The ABI is that of the pinned build, engine.SHA256 (npm quickjs-wasi
+// engine.PackageVersion); [NewEngine] refuses other bytes.
 
 // export names a guest function the host calls; exportNames maps each to
 // its name in the binary (see Instance.exports).

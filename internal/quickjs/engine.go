@@ -3,30 +3,27 @@ package quickjs
 import (
 	"context"
 	"crypto/sha256"
-	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
 
+	"github.com/codemode-go/codemode/internal/engine"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 )
 
-//go:embed quickjs.wasm
-var wasmBytes []byte
-
-// WasmSHA256 returns the hex SHA-256 of the embedded engine binary.
-func WasmSHA256() string {
-	sum := sha256.Sum256(wasmBytes)
-	return hex.EncodeToString(sum[:])
-}
-
-// ErrWasmMismatch means the embedded quickjs.wasm is not the pinned build.
-var ErrWasmMismatch = errors.New("quickjs: embedded quickjs.wasm does not match the pinned SHA-256; run `make wasm`")
+// ErrWasmMismatch means Config.Wasm is not the pinned engine build.
+var ErrWasmMismatch = errors.New("quickjs: Config.Wasm is not the pinned engine build (engine.SHA256)")
 
 // Config configures an [Engine].
 type Config struct {
+	// Wasm is the engine binary, as internal/engine resolves it. This
+	// package never looks for it: where the bytes come from is delivery,
+	// kept apart from running them. NewEngine refuses any bytes but the
+	// pinned build, so the ABI is the one abi.go declares.
+	Wasm []byte
+
 	// CacheDir, when non-empty, keeps compiled machine code in that
 	// directory so later processes skip the ~200 ms compilation. Empty means
 	// an in-memory cache for this process only.
@@ -74,9 +71,9 @@ type Engine struct {
 	live   sync.WaitGroup
 }
 
-// NewEngine verifies and compiles the embedded engine.
+// NewEngine verifies and compiles cfg.Wasm.
 func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
-	if WasmSHA256() != wasmSHA256 {
+	if sum := sha256.Sum256(cfg.Wasm); hex.EncodeToString(sum[:]) != engine.SHA256 {
 		return nil, ErrWasmMismatch
 	}
 	if cfg.MaxMemoryBytes == 0 {
@@ -111,10 +108,10 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 }
 
 func (e *Engine) init(ctx context.Context) error {
-	bin := wasmBytes
+	bin := e.cfg.Wasm
 	if e.cfg.Stop == StopFuel {
 		var err error
-		if bin, err = instrument(wasmBytes); err != nil {
+		if bin, err = instrument(e.cfg.Wasm); err != nil {
 			return fmt.Errorf("quickjs: instrument: %w", err)
 		}
 	}
@@ -138,7 +135,7 @@ func (e *Engine) init(ctx context.Context) error {
 	return err
 }
 
-// Version returns the QuickJS-NG version string of the embedded engine.
+// Version returns the engine's own QuickJS-NG version string.
 func (e *Engine) Version() string { return e.version }
 
 // Stop reports the engine's stop mechanism.

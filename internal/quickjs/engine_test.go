@@ -6,11 +6,28 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/codemode-go/codemode/internal/engine"
 )
+
+// testWasm is the engine as the sandbox gets it: embedded in tagged builds
+// (make test), else from $CODEMODE_ENGINE_WASM, the cache or npm. Without
+// any of them the tests fail with the error that says how to install it.
+func testWasm(t testing.TB) []byte {
+	t.Helper()
+	b, _, err := engine.Resolve(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
 
 func newTestEngine(t testing.TB, cfg Config) *Engine {
 	t.Helper()
 	ctx := context.Background()
+	if cfg.Wasm == nil {
+		cfg.Wasm = testWasm(t)
+	}
 	e, err := NewEngine(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -48,18 +65,33 @@ func evalString(t testing.TB, in *Instance, code string) (string, error) {
 }
 
 func TestPinnedEngine(t *testing.T) {
-	if got := WasmSHA256(); got != wasmSHA256 {
-		t.Fatalf("embedded quickjs.wasm SHA-256 = %s, want %s", got, wasmSHA256)
-	}
 	e := newTestEngine(t, Config{})
 	if got, want := e.Version(), "0.18.0"; got != want {
 		t.Errorf("QuickJS-NG version = %q, want %q", got, want)
 	}
-	// The npm package the Makefile copies from must be the pinned one.
-	if b, err := os.ReadFile("../../node_modules/quickjs-wasi/package.json"); err == nil {
-		if !strings.Contains(string(b), `"version": "`+PackageVersion+`"`) {
-			t.Errorf("node_modules/quickjs-wasi is not version %s", PackageVersion)
-		}
+}
+
+func TestRefusesOtherBytes(t *testing.T) {
+	good := testWasm(t)
+	flipped := append([]byte(nil), good...)
+	flipped[len(flipped)/2] ^= 1
+	for _, tc := range []struct {
+		name string
+		wasm []byte
+	}{
+		{"none", nil},
+		{"one bit flipped", flipped},
+		{"truncated", good[:len(good)-1]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := NewEngine(context.Background(), Config{Wasm: tc.wasm})
+			if !errors.Is(err, ErrWasmMismatch) {
+				if e != nil {
+					_ = e.Close(context.Background())
+				}
+				t.Fatalf("got %v, want ErrWasmMismatch", err)
+			}
+		})
 	}
 }
 

@@ -104,6 +104,7 @@ func TestInstrumentRefusesUnknownOpcodes(t *testing.T) {
 }
 
 func TestInstrumentEngineDeterministic(t *testing.T) {
+	wasmBytes := testWasm(t)
 	a, err := instrument(wasmBytes)
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +136,7 @@ func TestCheckABI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine, err := rt.CompileModule(ctx, wasmBytes)
+	engine, err := rt.CompileModule(ctx, testWasm(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func BenchmarkStopModes(b *testing.B) {
 		{"strings", `let s = ""; for (let i = 0; i < 10000; i++) s += "line " + i + "\n"; s.replace(/line (\d+)/g, "L$1").length`},
 	}
 	for _, m := range stopModes {
-		e, err := NewEngine(context.Background(), Config{Stop: m.mode})
+		e, err := NewEngine(context.Background(), Config{Wasm: testWasm(b), Stop: m.mode})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/codemode-go/codemode/internal/engine"
 	"github.com/codemode-go/codemode/internal/quickjs"
 )
 
@@ -49,7 +50,24 @@ type Options struct {
 	// CacheDir keeps compiled engine code on disk across processes. Empty
 	// means compile in memory once per Sandbox (a few hundred milliseconds).
 	CacheDir string
+
+	// EngineWasm is the QuickJS-NG engine binary to use instead of
+	// resolving it; it must be the pinned build. Nil means resolve it, in
+	// order: a copy built in with -tags codemode_embed, the file
+	// $CODEMODE_ENGINE_WASM names, the per-user cache
+	// ($CODEMODE_CACHE_DIR, default os.UserCacheDir()/codemode), and
+	// `npm pack` of the pinned version when npm is on PATH.
+	EngineWasm []byte
 }
+
+// ErrEngineUnavailable is wrapped by the error [New] returns when no
+// source has the engine binary. Its message lists why each source failed
+// and ends with the command that installs the engine.
+var ErrEngineUnavailable = engine.ErrUnavailable
+
+// ErrEngineMismatch is wrapped by the error [New] returns when engine
+// bytes are not the pinned build; the message names their source.
+var ErrEngineMismatch = engine.ErrMismatch
 
 // Sandbox runs programs. It is safe for concurrent use; runs are
 // independent of each other.
@@ -70,9 +88,14 @@ type Sandbox struct {
 	poolsClosed bool
 }
 
-// New compiles the engine. This is the slow step; share the Sandbox.
+// New resolves the engine binary (see Options.EngineWasm) and compiles
+// it. This is the slow step; share the Sandbox.
 func New(ctx context.Context, opts Options) (*Sandbox, error) {
-	e, err := quickjs.NewEngine(ctx, quickjs.Config{CacheDir: opts.CacheDir})
+	wasm, _, err := engine.Resolve(ctx, opts.EngineWasm)
+	if err != nil {
+		return nil, err
+	}
+	e, err := quickjs.NewEngine(ctx, quickjs.Config{Wasm: wasm, CacheDir: opts.CacheDir})
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/codemode-go/codemode/internal/engine"
 	"github.com/codemode-go/codemode/internal/quickjs"
 )
 
@@ -62,7 +63,11 @@ func urlEngine(t *testing.T) (*quickjs.Engine, string) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	e, err := quickjs.NewEngine(ctx, quickjs.Config{})
+	wasm, _, err := engine.Resolve(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := quickjs.NewEngine(ctx, quickjs.Config{Wasm: wasm})
 	if err != nil {
 		t.Fatal(err)
 	}
