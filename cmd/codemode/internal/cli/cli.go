@@ -18,6 +18,7 @@ import (
 	"github.com/codemode-go/codemode"
 	"github.com/codemode-go/codemode/cmd/codemode/internal/bench"
 	"github.com/codemode-go/codemode/cmd/codemode/internal/demo"
+	"github.com/codemode-go/codemode/internal/engine"
 )
 
 // Exit codes.
@@ -37,6 +38,7 @@ Usage:
   codemode demo                         run the example program against the demo API (OpenAPI over loopback HTTP)
   codemode mcp [flags]                  serve execute over MCP (stdio, or --http ADDR) for --config servers and --openapi APIs
   codemode bench [--quick]              measure overhead, the tool-call bridge, compute (against node) and memory
+  codemode engine install|path|verify   install the pinned engine binary, show where it comes from, check it
   codemode help                         show this help
 
 Flags come before positional arguments. Run "codemode run -h" for the flags.
@@ -64,6 +66,8 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return benchCmd(args[1:], stdout, stderr)
 	case "mcp":
 		return mcpCmd(args[1:], stdin, stdout, stderr)
+	case "engine":
+		return engineCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -110,9 +114,11 @@ func (l *limitFlags) options(tools codemode.Tools) codemode.Options {
 	return o
 }
 
+// defaultCacheDir keeps compiled code beside the engine binary, under the
+// root $CODEMODE_CACHE_DIR moves.
 func defaultCacheDir() string {
-	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "codemode", "engine")
+	if d, err := engine.CacheRoot(); err == nil {
+		return filepath.Join(d, "engine")
 	}
 	return ""
 }
@@ -197,8 +203,7 @@ func discoveryCmd(name string, args []string, stdout, stderr io.Writer) int {
 	}
 	rt, err := codemode.New(lf.options(tools))
 	if err != nil {
-		fmt.Fprintf(stderr, "codemode: %v\n", err)
-		return exitUsage
+		return newFailed(err, stderr)
 	}
 	defer rt.Close()
 	var v any
@@ -290,8 +295,7 @@ func demoCmd(args []string, stdout, stderr io.Writer) int {
 func execute(lf limitFlags, tools codemode.Tools, code string, stdout, stderr io.Writer) int {
 	rt, err := codemode.New(lf.options(tools))
 	if err != nil {
-		fmt.Fprintf(stderr, "codemode: %v\n", err)
-		return exitUsage
+		return newFailed(err, stderr)
 	}
 	defer rt.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -305,6 +309,16 @@ func execute(lf limitFlags, tools codemode.Tools, code string, stdout, stderr io
 		return exitFailure
 	}
 	return exitOK
+}
+
+// newFailed reports an error from codemode.New (already prefixed
+// "codemode:"): bad options are a usage error, a missing engine a failure.
+func newFailed(err error, stderr io.Writer) int {
+	fmt.Fprintln(stderr, err)
+	if errors.Is(err, codemode.ErrInvalidOptions) {
+		return exitUsage
+	}
+	return exitFailure
 }
 
 func indent(s string) string {
