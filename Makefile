@@ -21,15 +21,22 @@ FIGMA_SPEC := testdata/large/figma-openapi.yaml
 FIGMA := @figma/rest-api-spec@0.43.0
 FIGMA_SHA512 := sha512-sbFm28WM8MsawyLSYO9Ddne+8xytWU5D7oCOOWyzRvLpd9InFHihC37dQBVJVzAVyT7HpwYtU4wlm+ALogC38g==
 
-.PHONY: all wasm specs demo test check vet staticcheck fmt-check tidy-check cross gotest bench benchcmd fuzz soak clean
+ENGINE_VERSION := $(shell sed -n 's/^const PackageVersion = "\([0-9.]*\)"/\1/p' internal/engine/pin.go)
+# make demo and make build need only the engine, npm's production
+# dependency; make test also needs the test toolchain (tsc, MCP servers and
+# clients). The stamp says the full install is in place: npm ci removes it.
+NPM_ALL := node_modules/.codemode-all
+
+.PHONY: all wasm specs demo build test test-short check vet staticcheck fmt-check tidy-check cross gotest bench benchcmd fuzz soak clean
 
 all: wasm
 
-node_modules/.package-lock.json: package.json package-lock.json
+$(NPM_ALL): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-$(WASM): node_modules/.package-lock.json internal/engine/pin.go
+$(WASM): package.json package-lock.json internal/engine/pin.go
+	@grep -qs '"version": "$(ENGINE_VERSION)"' node_modules/quickjs-wasi/package.json || npm ci --omit=dev --no-audit --no-fund --loglevel=error
 	cp node_modules/quickjs-wasi/quickjs.wasm $(WASM)
 	@echo "$(WASM_SHA256)  $(WASM)" | sha256sum --check --quiet || { rm -f $(WASM); echo "quickjs.wasm does not match the pinned SHA-256" >&2; exit 1; }
 
@@ -46,7 +53,17 @@ specs: $(GITHUB_SPEC) $(FIGMA_SPEC)
 demo: wasm
 	go run $(TAGS) ./cmd/codemode demo
 
-test: wasm specs fmt-check tidy-check vet staticcheck cross gotest
+# bin/codemode with the engine embedded (go install .../cmd/codemode
+# builds one that finds it at run time instead).
+build: wasm
+	go build $(TAGS) -o bin/codemode ./cmd/codemode
+
+test: $(NPM_ALL) wasm specs fmt-check tidy-check vet staticcheck cross gotest
+
+# The quick check while working: no race detector, the long tests skipped
+# (and the ones that need the npm toolchain skip themselves without it).
+test-short: wasm
+	go test $(TAGS) -short -count=1 ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \

@@ -8,12 +8,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/internal/origin"
 	"github.com/codemode-go/codemode/internal/redact"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -255,11 +255,11 @@ func (up *upstream) httpClient() *http.Client {
 	if base == nil {
 		base = &http.Client{Transport: up.u.transport}
 	}
-	c := *base                         // a copy: the host's client is not changed
-	origin, _ := url.Parse(up.cfg.URL) // checked by UpstreamConfig.check
+	c := *base                       // a copy: the host's client is not changed
+	home, _ := url.Parse(up.cfg.URL) // checked by UpstreamConfig.check
 	next := c.CheckRedirect
 	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if !sameOrigin(req.URL, origin) {
+		if !origin.Same(req.URL, home) {
 			return fmt.Errorf("the server redirected to another origin, %s://%s, which is not followed so that the configured headers and requests go nowhere else; configure that URL if the server moved", req.URL.Scheme, req.URL.Host)
 		}
 		if next != nil {
@@ -275,7 +275,7 @@ func (up *upstream) httpClient() *http.Client {
 		if rt == nil {
 			rt = http.DefaultTransport
 		}
-		c.Transport = headerTransport{base: rt, headers: up.cfg.Headers, origin: origin}
+		c.Transport = headerTransport{base: rt, headers: up.cfg.Headers, home: home}
 	}
 	return &c
 }
@@ -286,11 +286,11 @@ func (up *upstream) httpClient() *http.Client {
 type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
-	origin  *url.URL
+	home    *url.URL
 }
 
 func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if !sameOrigin(req.URL, t.origin) {
+	if !origin.Same(req.URL, t.home) {
 		return t.base.RoundTrip(req)
 	}
 	req = req.Clone(req.Context())
@@ -298,22 +298,6 @@ func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Header.Set(k, v)
 	}
 	return t.base.RoundTrip(req)
-}
-
-// sameOrigin reports whether a and b have the same scheme, host and port
-// (RFC 6454), the default port counting as given.
-func sameOrigin(a, b *url.URL) bool {
-	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
-}
-
-func port(u *url.URL) string {
-	if p := u.Port(); p != "" {
-		return p
-	}
-	if strings.EqualFold(u.Scheme, "https") {
-		return "443"
-	}
-	return "80"
 }
 
 // maxPages bounds a tools/list cursor loop against a server whose cursors

@@ -16,6 +16,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/internal/origin"
 	"github.com/codemode-go/codemode/internal/redact"
 )
 
@@ -83,7 +84,7 @@ func stripOnRedirect(next func(*http.Request, []*http.Request) error) func(*http
 		if next == nil && len(via) >= 10 {
 			return errors.New("stopped after 10 redirects")
 		}
-		if !sameOrigin(req.URL, via[0].URL) {
+		if !origin.Same(req.URL, via[0].URL) {
 			req.Header.Del("Authorization")
 			req.Header.Del("Proxy-Authorization")
 			req.Header.Del("Cookie")
@@ -101,20 +102,6 @@ func stripOnRedirect(next func(*http.Request, []*http.Request) error) func(*http
 		}
 		return nil
 	}
-}
-
-func sameOrigin(a, b *url.URL) bool {
-	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
-}
-
-func port(u *url.URL) string {
-	if p := u.Port(); p != "" {
-		return p
-	}
-	if strings.EqualFold(u.Scheme, "https") {
-		return "443"
-	}
-	return "80"
 }
 
 // dropQuery removes credential parameters, and any parameter whose value
