@@ -1,7 +1,6 @@
 package mcp
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,19 +18,39 @@ import (
 //
 //	{"mcpServers": {
 //	  "files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv"]},
-//	  "docs":  {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer …"}}
+//	  "docs":  {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer ${DOCS_TOKEN}"}}
 //	}}
 //
 // Each key names a server and becomes its namespace: tools.files.read_file(…).
 // VS Code's spelling, {"servers": {…}}, is accepted too. Other top-level
 // keys are ignored, so a desktop client's whole settings file can be used.
+// [ParseConfig] describes the fields other clients write.
 type Config struct {
 	Servers map[string]UpstreamConfig `json:"mcpServers"`
+
+	// Warnings lists what ParseConfig read but ignored: fields this
+	// package does not use, and settings of other clients it cannot
+	// honour. A host should show them (codemode mcp logs them), since an
+	// ignored field may be one the file's author relies on.
+	Warnings []ConfigWarning `json:"-"`
+}
+
+// ConfigWarning is one field of a server entry that ParseConfig ignored.
+type ConfigWarning struct {
+	Server string // the server's name
+	Field  string // the field's name
+	Reason string // why it is ignored, and what to use instead
+}
+
+// String reads "server "name": field "f" is ignored: reason".
+func (w ConfigWarning) String() string {
+	return fmt.Sprintf("server %q: field %q is ignored: %s", w.Server, w.Field, w.Reason)
 }
 
 // UpstreamConfig describes one upstream server: a command to run (stdio) or
 // a URL to connect to (streamable HTTP, falling back to the older HTTP+SSE
-// transport).
+// transport). Its values are used as they are: ${NAME} references are
+// expanded by ParseConfig, from a file, not by Connect.
 type UpstreamConfig struct {
 	// Type is "stdio", "http" or "sse"; empty infers it: a command means
 	// stdio, a URL means streamable HTTP with a fallback to SSE for servers
@@ -40,18 +59,24 @@ type UpstreamConfig struct {
 
 	// Command, Args, Env and Cwd start a stdio server. The child gets a
 	// minimal environment — PATH, HOME, USER, LOGNAME, SHELL, TERM, TMPDIR,
-	// LANG and TZ on Unix, their counterparts on Windows — with Env merged
-	// over it: a server is third-party code, so the host's other
-	// variables (API keys among them) reach it only when listed here.
-	// Values are literal; nothing is expanded. The value of a variable
-	// whose name suggests a credential (it contains auth, key, token,
-	// secret, cookie, session, password, passwd or credential, in any
-	// case) is redacted from everything the server sends back to a
-	// program and from the log, as the package documentation describes.
+	// LANG and TZ on Unix, their counterparts on Windows — plus the
+	// variables EnvInherit names, with Env merged over it: a server is
+	// third-party code, so the host's other variables (API keys among
+	// them) reach it only when listed. The value of a variable whose name
+	// suggests a credential (it contains auth, key, token, secret, cookie,
+	// session, password, passwd or credential, in any case) is redacted
+	// from everything the server sends back to a program and from the log,
+	// as the package documentation describes.
 	Command string            `json:"command,omitempty"`
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	Cwd     string            `json:"cwd,omitempty"`
+
+	// EnvInherit names variables of the host's environment that the
+	// server inherits as they are, when they are set: ["GITHUB_TOKEN"].
+	// A name that is not set is left out silently; write
+	// "env": {"NAME": "${NAME}"} in a config file to require it.
+	EnvInherit []string `json:"envInherit,omitempty"`
 
 	// URL and Headers reach an HTTP server. Headers (authorization, API
 	// keys) are sent with every request to the URL's origin (scheme, host
@@ -72,6 +97,15 @@ type UpstreamConfig struct {
 
 	// Disabled leaves the server out, as desktop clients do.
 	Disabled bool `json:"disabled,omitempty"`
+
+	// problem is why the entry cannot be used though the file is valid:
+	// a variable it refers to is not set. Connect reports the server as
+	// failed without starting it.
+	problem error
+	// expanded are the values ParseConfig substituted from variables whose
+	// names suggest a credential, wherever they went (an argument, a
+	// header, a URL): secrets like the configured ones.
+	expanded []string
 }
 
 // Transport types a UpstreamConfig can name.
@@ -86,8 +120,8 @@ const (
 // could not be read).
 var ErrInvalidConfig = errors.New("mcp: invalid config")
 
-// LoadConfig reads and checks a config file. Errors name the file, the
-// server and the field at fault.
+// LoadConfig reads and checks a config file, as [ParseConfig] does. Errors
+// name the file, the server and the field at fault.
 func LoadConfig(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -100,11 +134,38 @@ func LoadConfig(path string) (*Config, error) {
 	return cfg, nil
 }
 
-// serverFields are the keys a server entry may hold; anything else is a
-// typo worth reporting rather than a setting silently ignored.
-var serverFields = []string{"type", "command", "args", "env", "cwd", "url", "headers", "allowTools", "denyTools", "disabled"}
-
-// ParseConfig decodes and checks a config. Disabled servers are dropped.
+// ParseConfig decodes and checks a config as MCP clients write it — Claude
+// Desktop, Claude Code, Cursor, Windsurf, Cline, Roo Code, Gemini CLI and
+// VS Code among them — so their files can be used as they are:
+//
+//   - The servers are under "mcpServers" or, as VS Code writes, "servers".
+//   - A server with "disabled": true or "enabled": false is left out.
+//   - "serverUrl" (Windsurf) is "url"; "httpUrl" (Gemini CLI) is a "url"
+//     of type "http"; "transportType" (older Cline) is "type".
+//   - "includeTools" (Gemini CLI) adds to "allowTools"; "excludeTools"
+//     (Gemini CLI) and "disabledTools" (Roo Code, Windsurf) add to
+//     "denyTools", so a tool an author switched off stays off.
+//   - Any other field (autoApprove, alwaysAllow, timeout, envFile, a typo)
+//     is ignored and listed in Config.Warnings, naming the server and the
+//     field; it is not an error, since other clients add fields of their
+//     own. A typo still surfaces when it leaves the entry without a
+//     command or a url.
+//
+// Values may refer to the host's environment, in command, args, env
+// values, cwd, url and header values: ${NAME} and ${env:NAME} are the
+// variable's value, ${NAME:-default} is default when NAME is unset or
+// empty, ${userHome} is the home directory and ${pathSeparator} (or ${/})
+// the path separator. A value substituted from a variable whose name
+// suggests a credential (see UpstreamConfig.Env) is redacted wherever it
+// ends up, an argument or a URL included. A variable that is not set
+// does not make the file invalid, only its server unusable: the server is
+// kept, and [Connect] reports it as failed, naming the field and the
+// variable, without starting it (the environment will not change while
+// the process runs). VS Code's ${input:…} prompts and ${workspaceFolder}
+// have no value outside VS Code and are reported the same way. Only
+// ${…} is expanded; a "$" elsewhere is kept as written.
+//
+// Errors wrap [ErrInvalidConfig] and name the server and the field.
 func ParseConfig(data []byte) (*Config, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
@@ -113,19 +174,20 @@ func ParseConfig(data []byte) (*Config, error) {
 	if err := json.Unmarshal(data, &top); err != nil {
 		return nil, bad("not a JSON object: %s", jsonProblem(data, err))
 	}
-	raw, ok := top["mcpServers"]
+	key := "mcpServers"
+	raw, ok := top[key]
 	if alt, ok2 := top["servers"]; ok2 {
 		if ok {
 			return nil, bad(`both "mcpServers" and "servers" are present; keep one`)
 		}
-		raw, ok = alt, true
+		key, raw, ok = "servers", alt, true
 	}
 	if !ok {
 		return nil, bad(`no "mcpServers" object`)
 	}
 	var entries map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &entries); err != nil || entries == nil {
-		return nil, bad(`"mcpServers" must be an object mapping names to servers`)
+		return nil, bad("%q must be an object mapping names to servers", key)
 	}
 	names := make([]string, 0, len(entries))
 	for name := range entries {
@@ -134,58 +196,126 @@ func ParseConfig(data []byte) (*Config, error) {
 	sort.Strings(names)
 	cfg := &Config{Servers: map[string]UpstreamConfig{}}
 	for _, name := range names {
-		if err := checkServerName(name); err != nil {
-			return nil, bad("%v", err)
-		}
-		sc, err := parseServer(entries[name])
+		sc, skip, warnings, err := parseServer(name, entries[name])
 		if err != nil {
 			return nil, bad("server %q: %v", name, err)
 		}
-		if sc.Disabled {
+		if skip {
 			continue
 		}
+		if err := checkServerName(name); err != nil {
+			return nil, bad("%v", err)
+		}
+		cfg.Warnings = append(cfg.Warnings, warnings...)
 		cfg.Servers[name] = sc
 	}
 	return cfg, nil
 }
 
-func parseServer(raw json.RawMessage) (UpstreamConfig, error) {
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &keys); err != nil || keys == nil {
-		return UpstreamConfig{}, errors.New("must be an object with a command or a url")
-	}
-	for k := range keys {
-		if !contains(serverFields, k) {
-			return UpstreamConfig{}, fmt.Errorf("unknown field %q (known: %s)", k, strings.Join(serverFields, ", "))
-		}
-	}
-	var sc UpstreamConfig
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(&sc); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return UpstreamConfig{}, fmt.Errorf("field %q must be %s", te.Field, jsonKind(te.Type.Kind().String()))
-		}
-		return UpstreamConfig{}, err
-	}
-	if sc.Disabled {
-		return sc, nil // a disabled entry may be half-written
-	}
-	return sc, sc.check()
+// ignoredFields are other clients' per-server settings that have no
+// effect here, with what a warning says about each.
+var ignoredFields = map[string]string{
+	"autoApprove": "there is no approval step: a program may call every tool the server lists (limit them with allowTools or denyTools)",
+	"alwaysAllow": "there is no approval step: a program may call every tool the server lists (limit them with allowTools or denyTools)",
+	"trust":       "there is no approval step: a program may call every tool the server lists (limit them with allowTools or denyTools)",
+	"timeout":     "clients count it in different units; starting a server is bounded by the client's connect timeout and each call by its call timeout (codemode mcp --connect-timeout, --call-timeout)",
+	"envFile":     `env files are not read; list the variables under "env", with values such as "${NAME}" taken from codemode's environment, or name them in "envInherit"`,
+	"description": "a label for people; it is not shown to the model",
 }
 
-func jsonKind(goKind string) string {
-	switch goKind {
-	case "string":
+// parseServer decodes one server entry, resolving the other clients'
+// spellings and expanding variables. skip reports a disabled entry (which
+// may be half-written, so it is not checked). A variable that is not set
+// is recorded in the entry's problem, not returned as an error.
+func parseServer(name string, raw json.RawMessage) (sc UpstreamConfig, skip bool, warnings []ConfigWarning, err error) {
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &keys); err != nil || keys == nil {
+		return sc, false, nil, errors.New("must be an object with a command or a url")
+	}
+	var alias struct {
+		serverURL, httpURL, transportType string
+		include, exclude, disabledTools   []string
+		enabled                           *bool
+	}
+	// Keys are matched exactly, unlike encoding/json's struct decoding,
+	// which would take "Command" for "command" and then warn about it.
+	fields := map[string]any{
+		"type": &sc.Type, "command": &sc.Command, "args": &sc.Args, "env": &sc.Env, "envInherit": &sc.EnvInherit,
+		"cwd": &sc.Cwd, "url": &sc.URL, "headers": &sc.Headers, "allowTools": &sc.Allow, "denyTools": &sc.Deny,
+		"disabled": &sc.Disabled, "enabled": &alias.enabled,
+		"serverUrl": &alias.serverURL, "httpUrl": &alias.httpURL, "transportType": &alias.transportType,
+		"includeTools": &alias.include, "excludeTools": &alias.exclude, "disabledTools": &alias.disabledTools,
+	}
+	names := make([]string, 0, len(keys))
+	for k := range keys {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		dst, known := fields[k]
+		if !known {
+			reason, ok := ignoredFields[k]
+			if !ok {
+				reason = "codemode does not know it (it reads type, command, args, env, envInherit, cwd, url, headers, allowTools, denyTools and disabled)"
+			}
+			warnings = append(warnings, ConfigWarning{Server: name, Field: k, Reason: reason})
+			continue
+		}
+		if string(keys[k]) == "null" {
+			continue // as if absent, as encoding/json treats it
+		}
+		if err := json.Unmarshal(keys[k], dst); err != nil {
+			return sc, false, nil, fmt.Errorf("field %q must be %s", k, jsonKind(dst))
+		}
+	}
+	if sc.Disabled || alias.enabled != nil && !*alias.enabled {
+		return sc, true, nil, nil // a disabled entry may be half-written
+	}
+	for _, a := range []struct{ field, value string }{{"serverUrl", alias.serverURL}, {"httpUrl", alias.httpURL}} {
+		if a.value == "" {
+			continue
+		}
+		if sc.URL != "" {
+			return sc, false, nil, fmt.Errorf(`has both "url" and %q; keep one`, a.field)
+		}
+		sc.URL = a.value
+		if a.field == "httpUrl" && sc.Type == "" {
+			sc.Type = TypeHTTP
+		}
+	}
+	if alias.transportType != "" {
+		if sc.Type != "" && sc.Type != alias.transportType {
+			return sc, false, nil, fmt.Errorf(`has "type" %q and "transportType" %q; keep one`, sc.Type, alias.transportType)
+		}
+		sc.Type = alias.transportType
+	}
+	sc.Allow = append(sc.Allow, alias.include...)
+	sc.Deny = append(append(sc.Deny, alias.exclude...), alias.disabledTools...)
+	notes, err := sc.expand(os.LookupEnv)
+	for _, w := range notes {
+		w.Server = name
+		warnings = append(warnings, w)
+	}
+	if err != nil {
+		sc.problem = err
+		return sc, false, warnings, nil
+	}
+	return sc, false, warnings, sc.check()
+}
+
+// jsonKind names the JSON a field's Go type takes, for errors.
+func jsonKind(dst any) string {
+	switch dst.(type) {
+	case *string:
 		return "a string"
-	case "slice":
+	case *[]string:
 		return "an array of strings"
-	case "map":
+	case *map[string]string:
 		return "an object of strings"
-	case "bool":
+	case *bool, **bool:
 		return "true or false"
 	}
-	return "a " + goKind
+	return "something else"
 }
 
 // check validates one server entry and normalizes its Type.
@@ -213,8 +343,8 @@ func (sc *UpstreamConfig) check() error {
 			return errors.New("headers apply only to a url")
 		}
 	} else {
-		if len(sc.Args) > 0 || len(sc.Env) > 0 || sc.Cwd != "" {
-			return errors.New("args, env and cwd apply only to a command")
+		if len(sc.Args) > 0 || len(sc.Env) > 0 || len(sc.EnvInherit) > 0 || sc.Cwd != "" {
+			return errors.New("args, env, envInherit and cwd apply only to a command")
 		}
 		if !strings.HasPrefix(sc.URL, "http://") && !strings.HasPrefix(sc.URL, "https://") {
 			return fmt.Errorf("url %q must start with http:// or https://", sc.URL)
@@ -223,6 +353,11 @@ func (sc *UpstreamConfig) check() error {
 	for k := range sc.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return fmt.Errorf("env name %q is not a variable name", k)
+		}
+	}
+	for _, k := range sc.EnvInherit {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("envInherit name %q is not a variable name", k)
 		}
 	}
 	for k, v := range sc.Headers {
@@ -245,9 +380,10 @@ func (sc *UpstreamConfig) check() error {
 
 // secrets lists what the entry holds that must not reach a program or
 // the log: its header values (with the credentials inside "Bearer x" and
-// "Basic x"), the values of its environment variables whose names suggest
-// a credential, and its URL's user, password and credential-named query
-// parameters (hosted servers often take the key in the URL).
+// "Basic x"), the values of its environment variables (set or inherited)
+// whose names suggest a credential, the values ParseConfig substituted
+// from such variables, and its URL's user, password and credential-named
+// query parameters (hosted servers often take the key in the URL).
 func (sc UpstreamConfig) secrets() []string {
 	var out []string
 	for _, v := range sc.Headers {
@@ -258,6 +394,12 @@ func (sc UpstreamConfig) secrets() []string {
 			out = append(out, v)
 		}
 	}
+	for _, k := range sc.EnvInherit {
+		if v := os.Getenv(k); v != "" && redact.SensitiveName(k) {
+			out = append(out, v)
+		}
+	}
+	out = append(out, sc.expanded...)
 	if u, err := url.Parse(sc.URL); err == nil && sc.URL != "" {
 		if u.User != nil {
 			pass, _ := u.User.Password()

@@ -71,3 +71,23 @@ func ExampleNewServer() {
 	// 1 execute
 	// true 42 math.add ok
 }
+
+// A config file as an MCP client writes it: disabled servers are left
+// out, and fields codemode does not use are warnings, not errors.
+func ExampleParseConfig() {
+	cfg, err := mcp.ParseConfig([]byte(`{"mcpServers": {
+		"files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv"], "autoApprove": ["read_file"]},
+		"docs": {"serverUrl": "https://docs.example.com/mcp"},
+		"old": {"command": "old-server", "disabled": true}
+	}}`))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(len(cfg.Servers), cfg.Servers["docs"].URL)
+	for _, w := range cfg.Warnings {
+		fmt.Println(w)
+	}
+	// Output:
+	// 2 https://docs.example.com/mcp
+	// server "files": field "autoApprove" is ignored: there is no approval step: a program may call every tool the server lists (limit them with allowTools or denyTools)
+}
