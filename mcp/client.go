@@ -28,9 +28,20 @@ type ClientOptions struct {
 	// record per line) and dropped schemas. Nil discards them.
 	Logger *slog.Logger
 
-	// ConnectTimeout bounds starting a server, its handshake and the
-	// listing of its tools. Zero means 30 seconds.
+	// ConnectTimeout bounds each attempt to start a server: the process
+	// or the connection, the handshake and the listing of its tools. Zero
+	// means 30 seconds.
 	ConnectTimeout time.Duration
+
+	// Lenient makes Connect succeed when some servers cannot be reached:
+	// it returns the ones that connected, logs each failure at error
+	// level, lists the failed servers in [Upstreams.Unavailable] and
+	// retries them in the background, backing off from one second to five
+	// minutes; one that connects later is announced on
+	// [Upstreams.Changed]. False (the default) means a failure of any
+	// server fails Connect, as a batch job wants; a long-running host that
+	// should not lose every server to one broken one sets it.
+	Lenient bool
 
 	// CallTimeout bounds one tool call: past it the call fails with a
 	// ToolFailure the program can catch, and the server is told to cancel.
@@ -83,11 +94,17 @@ type Upstreams struct {
 	transport *http.Transport
 }
 
-// Connect starts or connects to every server of cfg, lists their tools
-// and returns them as one namespace per server (named by its config key).
-// It fails if any server cannot be reached, after stopping the ones that
-// started; the error names each failed server. Close the Upstreams when
-// done: it stops the stdio servers.
+// Connect starts or connects to every server of cfg, in parallel, lists
+// their tools and returns them as one namespace per server (named by its
+// config key). Close the Upstreams when done: it stops the stdio servers.
+//
+// By default Connect fails if any server cannot be reached, after stopping
+// the ones that started; the error names each failed server and says why
+// in terms a person can act on: a stdio server's exit status and last
+// stderr lines, the timeout that ran out, the variable that is not set.
+// With ClientOptions.Lenient it succeeds with the servers that connected
+// and keeps trying the others in the background. Either way an invalid
+// config, or ctx ending, fails it.
 //
 // A server that fails later (it crashes, or its connection drops) fails
 // the calls in flight with a ToolFailure; the next call reconnects, and
@@ -133,9 +150,11 @@ func Connect(ctx context.Context, cfg *Config, opts ClientOptions) (*Upstreams, 
 			u.cancel()
 			return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 		}
-		if err := sc.check(); err != nil {
-			u.cancel()
-			return nil, fmt.Errorf("%w: server %q: %v", ErrInvalidConfig, name, err)
+		if sc.problem == nil {
+			if err := sc.check(); err != nil {
+				u.cancel()
+				return nil, fmt.Errorf("%w: server %q: %v", ErrInvalidConfig, name, err)
+			}
 		}
 		u.names = append(u.names, name)
 		u.ups[name] = newUpstream(u, name, sc)
@@ -149,20 +168,38 @@ func Connect(ctx context.Context, cfg *Config, opts ClientOptions) (*Upstreams, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			up := u.ups[name]
-			errs[i] = up.red.Error(up.connectNow(ctx))
+			errs[i] = u.ups[name].connectNow(ctx)
 		}()
 	}
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		_ = u.Close()
+		return nil, fmt.Errorf("mcp: connecting: %w", err)
+	}
 	var failed []error
 	for i, err := range errs {
 		if err != nil {
 			failed = append(failed, fmt.Errorf("server %q: %w", u.names[i], err))
 		}
 	}
-	if len(failed) > 0 {
+	if len(failed) > 0 && !opts.Lenient {
 		_ = u.Close()
 		return nil, fmt.Errorf("mcp: connecting: %w", errors.Join(failed...))
+	}
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		up := u.ups[u.names[i]]
+		if up.cfg.problem != nil {
+			// The environment will not change while the process runs:
+			// there is nothing to retry.
+			up.log.Error("the server cannot start; serving the others", "error", err)
+			continue
+		}
+		up.log.Error("the server did not start; serving the others and retrying it in the background",
+			"error", err, "next_attempt_in", retryDelay(1, maxStartBackoff))
+		u.goBackground(up.retryStart)
 	}
 	return u, nil
 }
@@ -188,7 +225,7 @@ func (u *Upstreams) Servers() []string { return append([]string(nil), u.names...
 // is closed by Close.
 func (u *Upstreams) Changed() <-chan struct{} { return u.changed }
 
-// Refresh lists every server's tools again, reconnecting the ones that are
+// Refresh lists every server's tools again, connecting the ones that are
 // down (ignoring their backoff). The error joins the servers that failed.
 func (u *Upstreams) Refresh(ctx context.Context) error {
 	var errs []error

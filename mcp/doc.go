@@ -13,6 +13,22 @@
 //	rt, err := codemode.New(codemode.Options{Tools: up.Tools()})
 //	// a program calls: await tools.files.read_text_file({ path: "/srv/a.txt" })
 //
+// [LoadConfig] reads the files MCP clients write (Claude Desktop, Claude
+// Code, Cursor, Windsurf, Cline, Roo Code, Gemini CLI, VS Code): their
+// aliases are understood, disabled servers left out, fields it does not
+// use reported as [ConfigWarning]s rather than errors, and ${NAME}
+// references expanded from the host's environment; [ParseConfig] has the
+// details.
+//
+// By default Connect fails when any server cannot be started, with an
+// error that says why in terms a person can act on: a stdio server's exit
+// status and last stderr lines, the timeout that ran out, the variable
+// that is not set. A long-running host sets ClientOptions.Lenient: Connect
+// then serves the servers that started, logs each failure at error level,
+// lists the others in [Upstreams.Unavailable] (which [Server.SetTools]
+// turns into a note in the execute description) and retries them in the
+// background, announcing each arrival on [Upstreams.Changed].
+//
 // [SessionTools] does the same for a session the host already holds (a
 // go-sdk ClientSession connected any way), without reconnecting:
 //
@@ -77,5 +93,7 @@
 // text and as structuredContent; isError is set when the run failed. When
 // a call carries a progress token, each finished tool call of the run
 // sends notifications/progress. [Server.SetTools] swaps the tools (after
-// an upstream's list changed) without disturbing runs in flight.
+// an upstream's list changed, or a server arrived late) without
+// disturbing runs in flight, and notifies clients with
+// notifications/tools/list_changed.
 package mcp

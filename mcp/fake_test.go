@@ -35,6 +35,13 @@ func TestMain(m *testing.M) {
 				os.Exit(7)
 			}
 			_ = os.WriteFile(marker, nil, 0o644)
+		case "late":
+			// Fails until its marker exists, as a server whose
+			// dependency comes up after it would.
+			if _, err := os.Stat(os.Getenv(fakeServerEnv + "_MARKER")); err != nil {
+				fmt.Fprintln(os.Stderr, "kit: not ready: the marker file is missing")
+				os.Exit(1)
+			}
 		}
 		srv := newKit()
 		if mode == "leak" {

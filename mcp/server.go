@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -260,9 +261,12 @@ func (s *Server) cancelSession(session string) {
 
 // SetTools replaces the tool tree: the next run uses it, runs in flight
 // finish with the old one, and the execute tool's description (its
-// catalog) is updated, which notifies connected clients. On error (an
-// invalid tree) the old tools stay.
-func (s *Server) SetTools(tools codemode.Tools) error {
+// catalog) is updated, which notifies connected clients with
+// tools/list_changed. unavailable lists namespaces that are configured but
+// cannot be offered yet ([Upstreams.Unavailable] gives them): the
+// description names each with its reason, so the model does not call them
+// blindly. On error (an invalid tree) the old tools stay.
+func (s *Server) SetTools(tools codemode.Tools, unavailable ...Unavailable) error {
 	s.setMu.Lock()
 	defer s.setMu.Unlock()
 	opts := s.opts.Runtime
@@ -272,7 +276,7 @@ func (s *Server) SetTools(tools codemode.Tools) error {
 	if err != nil {
 		return err
 	}
-	desc := rt.Instructions()
+	desc := ExecuteDescription(rt, unavailable...)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -306,6 +310,34 @@ func (s *Server) SetTools(tools codemode.Tools) error {
 		s.mcp.AddTool(executeToolDef(desc), s.execute)
 	}
 	return nil
+}
+
+// ExecuteDescription is the execute tool's description for rt's tools:
+// the runtime's instructions, followed, when some namespaces are
+// unavailable, by a section naming each with its reason. Server.SetTools
+// describes the tool with it; a host can use it to show what a model
+// reads.
+func ExecuteDescription(rt *codemode.Runtime, unavailable ...Unavailable) string {
+	return rt.Instructions() + unavailableText(unavailable)
+}
+
+// unavailableText is the section of the execute description that names
+// the unavailable namespaces, or "" when there are none.
+func unavailableText(list []Unavailable) string {
+	if len(list) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\n## Unavailable tools\n\n")
+	b.WriteString("These namespaces are configured, but their servers could not be reached, so their tools are not listed and calls to them fail. Do not call them; if the task needs one, say that it is unavailable and why. The server keeps trying, and this description changes when one arrives.\n\n")
+	for _, u := range list {
+		reason := strings.Join(strings.Fields(u.Reason), " ")
+		if reason == "" {
+			reason = "unknown"
+		}
+		fmt.Fprintf(&b, "- `tools.%s`: %s\n", u.Namespace, reason)
+	}
+	return b.String()
 }
 
 // Close stops the runs in flight (as codemode's Runtime.Close does),
@@ -407,8 +439,8 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 				"maxRuns", cap(s.slots), "waited", waited.Round(time.Millisecond), "codeBytes", len(code))
 			return toolResult(codemode.Result{
 				Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: fmt.Sprintf(
-					"the program did not run: the server was already running its limit of %d programs at once, "+
-						"and the request ended after waiting %v for one of them to finish", cap(s.slots), waited.Round(time.Millisecond))},
+					"the program did not run: the server was already running its limit of %s at once, "+
+						"and the request ended after waiting %v for one to finish", plural(cap(s.slots), "program"), waited.Round(time.Millisecond))},
 				ToolCalls: []codemode.ToolCall{},
 			}), nil
 		}
@@ -559,7 +591,7 @@ func (p *progress) done(ctx context.Context, name string, failed bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.n++
-	msg := fmt.Sprintf("%d tool calls finished; last: %s", p.n, name)
+	msg := fmt.Sprintf("%s finished; last: %s", plural(p.n, "tool call"), name)
 	if failed {
 		msg += " (failed)"
 	}
@@ -567,4 +599,13 @@ func (p *progress) done(ctx context.Context, name string, failed bool) {
 	nctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	_ = p.session.NotifyProgress(nctx, &mcpsdk.ProgressNotificationParams{ProgressToken: p.token, Progress: float64(p.n), Message: msg})
+}
+
+// plural is "1 tool call", "2 tool calls": n and the noun, in the number
+// it takes.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

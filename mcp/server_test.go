@@ -184,6 +184,11 @@ func TestServerProgress(t *testing.T) {
 		if p.ProgressToken != "tok-1" || !strings.Contains(p.Message, "last: math.add") {
 			t.Errorf("notification = %+v", p)
 		}
+		// Counted in words: "1 tool call", then "2 tool calls".
+		want := map[float64]string{1: "1 tool call finished", 2: "2 tool calls finished", 3: "3 tool calls finished"}[p.Progress]
+		if !strings.HasPrefix(p.Message, want) {
+			t.Errorf("got progress message %q, want it to start with %q", p.Message, want)
+		}
 		seen[p.Progress] = true
 	}
 	if !seen[1] || !seen[2] || !seen[3] {
@@ -564,7 +569,7 @@ func TestServerRunLimit(t *testing.T) {
 				}
 				e, _ := v["error"].(map[string]any)
 				msg, _ := e["message"].(string)
-				if !res.IsError || e["kind"] != "ExecutionFailure" || !strings.Contains(msg, fmt.Sprintf("limit of %d programs at once", maxRuns)) {
+				if !res.IsError || e["kind"] != "ExecutionFailure" || !strings.Contains(msg, fmt.Sprintf("limit of %s at once", map[int]string{1: "1 program", 2: "2 programs"}[maxRuns])) {
 					t.Errorf("got %v (isError %v), want an ExecutionFailure naming the limit of %d", v, res.IsError, maxRuns)
 				}
 			})
@@ -706,4 +711,62 @@ func newServerWith(t *testing.T, opts ServerOptions) *Server {
 	}
 	t.Cleanup(func() { _ = srv.Close() })
 	return srv
+}
+
+// TestServerUnavailableNote: SetTools with unavailable namespaces names
+// each, with its reason, at the end of the execute description, and
+// notifies clients; once they are available the note goes, with another
+// notification.
+func TestServerUnavailableNote(t *testing.T) {
+	srv := newServer(t, codemode.Tools{"math": codemode.Tools{"add": adder(t)}}, codemode.Options{})
+	changed := make(chan struct{}, 4)
+	cs := clientFor(t, srv, &mcpsdk.ClientOptions{ToolListChangedHandler: func(context.Context, *mcpsdk.ToolListChangedRequest) {
+		changed <- struct{}{}
+	}})
+	description := func() string {
+		t.Helper()
+		list, err := cs.ListTools(context.Background(), nil)
+		if err != nil || len(list.Tools) != 1 {
+			t.Fatalf("got %v, %v; want the execute tool", list, err)
+		}
+		return list.Tools[0].Description
+	}
+	waitChanged := func() {
+		t.Helper()
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("got no tools/list_changed, want one")
+		}
+	}
+	if d := description(); strings.Contains(d, "Unavailable") {
+		t.Fatalf("got an unavailable section with every namespace available:\n%s", d)
+	}
+	err := srv.SetTools(codemode.Tools{"math": codemode.Tools{"add": adder(t)}, "github": codemode.Tools{}},
+		Unavailable{Namespace: "github", Reason: "its command exited with status 1\nbefore completing the MCP handshake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitChanged()
+	d := description()
+	want := "## Unavailable tools\n\n"
+	line := "- `tools.github`: its command exited with status 1 before completing the MCP handshake\n"
+	if !strings.Contains(d, want) || !strings.HasSuffix(d, line) {
+		t.Errorf("got description ending\n%s\nwant a section %q ending with %q", tail(d, 600), want, line)
+	}
+	if err := srv.SetTools(codemode.Tools{"math": codemode.Tools{"add": adder(t)}, "github": codemode.Tools{"echo": adder(t)}}); err != nil {
+		t.Fatal(err)
+	}
+	waitChanged()
+	if d := description(); strings.Contains(d, "Unavailable") || !strings.Contains(d, "github") {
+		t.Errorf("got description\n%s\nwant github listed and no unavailable section", tail(d, 600))
+	}
+}
+
+// tail is the end of s, at most n bytes.
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
 }

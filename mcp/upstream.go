@@ -35,6 +35,8 @@ type upstream struct {
 	tools    codemode.Tools        // as last listed
 	sig      string                // fingerprint of the listing behind tools
 	closed   bool
+	arrived  bool  // it has connected at least once
+	lastErr  error // why the last connect failed (redacted), until it arrives
 
 	refreshing, refreshAgain bool
 }
@@ -69,18 +71,6 @@ func (up *upstream) snapshot() codemode.Tools {
 	return out
 }
 
-// connectNow is Connect's first connect: no backoff, the caller's context.
-func (up *upstream) connectNow(ctx context.Context) error {
-	cs, tools, sig, err := up.connect(ctx)
-	if err != nil {
-		return err
-	}
-	up.mu.Lock()
-	up.sess, up.tools, up.sig = cs, tools, sig
-	up.mu.Unlock()
-	return nil
-}
-
 // session returns the live session, connecting when there is none: one
 // connect at a time, shared by every caller waiting for it, and none
 // before the backoff since the last failure has passed.
@@ -95,6 +85,9 @@ func (up *upstream) session(ctx context.Context) (*mcpsdk.ClientSession, error) 
 			cs := up.sess
 			up.mu.Unlock()
 			return cs, nil
+		case up.cfg.problem != nil:
+			up.mu.Unlock()
+			return nil, codemode.ToolErrorf("the MCP server %q is unavailable: %v", up.name, up.cfg.problem)
 		case up.dialing == nil:
 			if wait := time.Until(up.retryAt); wait > 0 {
 				up.mu.Unlock()
@@ -125,12 +118,33 @@ func (up *upstream) redial(done chan struct{}) {
 	cs, tools, sig, err := up.connect(up.u.ctx)
 	up.mu.Lock()
 	up.dialing = nil
-	if err != nil {
-		up.failures++
-		backoff := time.Second << min(up.failures-1, 5)
-		up.retryAt = time.Now().Add(min(backoff, 30*time.Second))
+	if err != nil && up.u.ctx.Err() != nil {
 		up.mu.Unlock()
-		up.log.Warn("reconnect failed", "error", err, "attempts", up.failures)
+		return // shutting down: not the server's failure
+	}
+	if err != nil {
+		err = up.red.Error(err)
+		up.failures++
+		ceiling := maxReconnectBackoff
+		if !up.arrived {
+			ceiling = maxStartBackoff
+		}
+		up.retryAt = time.Now().Add(retryDelay(up.failures, ceiling))
+		attempts, next := up.failures, time.Until(up.retryAt).Round(time.Second)
+		// A server that never started says the same thing at every
+		// attempt: say it again only when it changes.
+		same := !up.arrived && up.lastErr != nil && up.brief(up.lastErr) == up.brief(err)
+		up.lastErr = err
+		arrived := up.arrived
+		up.mu.Unlock()
+		switch {
+		case arrived:
+			up.log.Warn("reconnect failed", "error", err, "attempts", attempts, "next_attempt_in", next)
+		case same:
+			up.log.Debug("still unavailable", "error", err, "attempts", attempts, "next_attempt_in", next)
+		default:
+			up.log.Warn("still unavailable", "error", err, "attempts", attempts, "next_attempt_in", next)
+		}
 		return
 	}
 	if up.closed {
@@ -138,20 +152,27 @@ func (up *upstream) redial(done chan struct{}) {
 		_ = cs.Close()
 		return
 	}
+	late := !up.arrived
 	up.failures, up.retryAt = 0, time.Time{}
+	up.arrived, up.lastErr = true, nil
 	up.sess, up.tools = cs, tools
 	changed := sig != up.sig
 	up.sig = sig
 	up.mu.Unlock()
-	up.log.Info("reconnected")
+	if late {
+		up.log.Info("the server is available now", "tools", len(tools))
+	} else {
+		up.log.Info("reconnected")
+	}
 	if changed {
 		up.u.signal()
 	}
 }
 
-// connect opens a session and lists its tools.
-func (up *upstream) connect(ctx context.Context) (*mcpsdk.ClientSession, codemode.Tools, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, up.u.opts.ConnectTimeout)
+// connect opens a session and lists its tools. A failure is explained,
+// not redacted.
+func (up *upstream) connect(parent context.Context) (*mcpsdk.ClientSession, codemode.Tools, string, error) {
+	ctx, cancel := context.WithTimeout(parent, up.u.opts.ConnectTimeout)
 	defer cancel()
 	// The transport outlives the handshake: an HTTP+SSE stream is bound to
 	// the context it was opened with. It gets a context of its own, ended
@@ -164,16 +185,16 @@ func (up *upstream) connect(ctx context.Context) (*mcpsdk.ClientSession, codemod
 		}
 	})
 	start := time.Now()
-	cs, transport, err := up.open(ctx, life)
+	cs, transport, proc, err := up.open(ctx, life)
 	if err != nil {
 		endLife()
-		return nil, nil, "", err
+		return nil, nil, "", up.startFailure(parent, ctx, proc, "completing the MCP handshake", err)
 	}
 	list, err := listTools(ctx, cs, up.log)
 	if err != nil {
 		up.closeSession(cs)
 		endLife()
-		return nil, nil, "", fmt.Errorf("listing tools: %w", err)
+		return nil, nil, "", up.startFailure(parent, ctx, proc, "listing its tools", fmt.Errorf("listing tools: %w", err))
 	}
 	connected.Store(true)
 	tools, sig := up.toolset().namespace(list)
@@ -207,32 +228,34 @@ func (l lifetime) Connect(context.Context) (mcpsdk.Connection, error) {
 }
 
 // open connects the transport (for the lifetime of life) and performs the
-// handshake (within ctx). It returns the transport type used.
-func (up *upstream) open(ctx, life context.Context) (*mcpsdk.ClientSession, string, error) {
+// handshake (within ctx). It returns the transport type used and, for a
+// stdio server, its process.
+func (up *upstream) open(ctx, life context.Context) (*mcpsdk.ClientSession, string, *process, error) {
 	opts := &mcpsdk.ClientSessionOptions{ProtocolVersion: up.u.opts.ProtocolVersion}
 	dial := func(t mcpsdk.Transport) (*mcpsdk.ClientSession, error) {
 		return up.client.Connect(ctx, lifetime{t, life}, opts)
 	}
 	switch kind := up.cfg.transport(); kind {
 	case TypeStdio:
-		cs, err := dial(&mcpsdk.CommandTransport{Command: up.command(), TerminateDuration: 2 * time.Second})
-		return cs, kind, err
+		p := up.process()
+		cs, err := dial(p)
+		return cs, kind, p, err
 	case TypeSSE:
 		cs, err := dial(&mcpsdk.SSEClientTransport{Endpoint: up.cfg.URL, HTTPClient: up.httpClient()})
-		return cs, kind, err
+		return cs, kind, nil, err
 	}
 	cs, err := dial(&mcpsdk.StreamableClientTransport{Endpoint: up.cfg.URL, HTTPClient: up.httpClient()})
 	if err == nil || up.cfg.Type == TypeHTTP || ctx.Err() != nil {
-		return cs, TypeHTTP, err
+		return cs, TypeHTTP, nil, err
 	}
 	// The type was inferred from the URL: the server may predate
 	// streamable HTTP and speak the 2024-11-05 HTTP+SSE transport.
 	cs2, err2 := dial(&mcpsdk.SSEClientTransport{Endpoint: up.cfg.URL, HTTPClient: up.httpClient()})
 	if err2 == nil {
 		up.log.Info("the server does not speak streamable HTTP; using HTTP+SSE", "streamable_error", err)
-		return cs2, TypeSSE, nil
+		return cs2, TypeSSE, nil, nil
 	}
-	return nil, "", fmt.Errorf("streamable HTTP: %w (and HTTP+SSE: %v)", err, err2)
+	return nil, "", nil, fmt.Errorf("streamable HTTP: %w (and HTTP+SSE: %v)", err, err2)
 }
 
 // httpClient is the client for a URL server: a copy of the host's, or
