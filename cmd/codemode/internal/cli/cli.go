@@ -10,15 +10,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/codemode-go/codemode"
 	"github.com/codemode-go/codemode/cmd/codemode/internal/bench"
 	"github.com/codemode-go/codemode/cmd/codemode/internal/demo"
-	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/codemode-go/codemode/mcp"
 )
 
 // Exit codes.
@@ -39,12 +36,14 @@ Usage:
   codemode mcp [flags]                  serve execute over MCP (stdio, or --http ADDR) for --config servers and --openapi APIs
   codemode bench [--quick]              measure overhead, the tool-call bridge, compute (against node) and memory
   codemode engine install|path|verify   install the pinned engine binary, show where it comes from, check it
+  codemode version                      print the version
   codemode help                         show this help
 
-Flags come before positional arguments. Run "codemode run -h" for the flags.
-Tools come from --openapi PATH[=namespace] (credentials from --bearer-env,
---basic-env, --apikey-env SCHEME=NAME, naming environment variables) or
---demo-tools.
+Tools come from --config FILE (MCP servers, in the file format MCP clients
+use), --openapi PATH[=namespace] (credentials from --bearer-env,
+--basic-env, --apikey-env SCHEME=NAME, naming environment variables) and
+--demo-tools, the same for every command. Flags may come before or after
+the arguments; run "codemode COMMAND -h" for a command's flags.
 The result is printed as JSON; the exit status is 0 when the program
 succeeded, 1 when it failed, 2 for usage errors.
 `
@@ -68,6 +67,8 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return mcpCmd(args[1:], stdin, stdout, stderr)
 	case "engine":
 		return engineCmd(args[1:], stdout, stderr)
+	case "version":
+		return versionCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -76,132 +77,136 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
-// limitFlags are the flags every running command shares.
-type limitFlags struct {
-	timeout        time.Duration
-	maxToolCalls   int
-	maxOutputBytes int
-	maxMemory      byteSize
-	pretty         bool
-	cacheDir       string
-	noCache        bool
-	catalogBudget  int
-}
+const runHelp = `Usage: codemode run [flags] FILE|-
 
-func (l *limitFlags) register(fs *flag.FlagSet) {
-	fs.DurationVar(&l.timeout, "timeout", codemode.UntrustedTimeout, "run time limit, a Go duration such as 500ms or 2s (0 = none)")
-	fs.IntVar(&l.maxToolCalls, "max-tool-calls", codemode.UntrustedMaxToolCalls, "most tool calls a run may make (0 = no limit)")
-	fs.IntVar(&l.maxOutputBytes, "max-output-bytes", codemode.UntrustedMaxOutputBytes, "most bytes of value and logs in the result (0 = no limit)")
-	fs.Var(&l.maxMemory, "max-memory", "engine memory limit in bytes, e.g. 67108864 or 64MiB (default 64MiB)")
-	fs.BoolVar(&l.pretty, "pretty", false, "indent the JSON result")
-	fs.StringVar(&l.cacheDir, "cache-dir", defaultCacheDir(), "directory for the compiled engine cache")
-	fs.BoolVar(&l.noCache, "no-cache", false, "do not keep the compiled engine on disk")
-	fs.IntVar(&l.catalogBudget, "catalog-budget", 0, "estimated tokens of signatures the instructions inline (0 = 2000; negative = none, search only)")
-}
-
-func (l *limitFlags) options(tools codemode.Tools) codemode.Options {
-	o := codemode.Options{
-		Tools:          tools,
-		Timeout:        l.timeout,
-		MaxToolCalls:   l.maxToolCalls,
-		MaxOutputBytes: l.maxOutputBytes,
-		MaxMemoryBytes: int64(l.maxMemory),
-		CatalogBudget:  l.catalogBudget,
-	}
-	if !l.noCache {
-		o.CacheDir = l.cacheDir
-	}
-	return o
-}
-
-// defaultCacheDir keeps compiled code beside the engine binary, under the
-// root $CODEMODE_CACHE_DIR moves.
-func defaultCacheDir() string {
-	if d, err := engine.CacheRoot(); err == nil {
-		return filepath.Join(d, "engine")
-	}
-	return ""
-}
+Runs FILE (or standard input for -), the body of an async function in
+JavaScript or TypeScript, against the tools of --config, --openapi and
+--demo-tools, and prints the Result as JSON. Flags may come before or
+after FILE. Exit status: 0 when the program succeeded, 1 when it failed
+(or a --config server could not start under --require-all), 2 for usage
+errors.
+`
 
 func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("codemode run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var lf limitFlags
-	lf.register(fs)
+	fs := newFlagSet("run", runHelp, stderr)
+	var rf runtimeFlags
+	rf.registerLimits(fs)
+	rf.registerRun(fs)
+	rf.registerPretty(fs)
+	rf.registerEngine(fs)
 	var sf sourceFlags
-	sf.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: codemode run [flags] FILE|-\n\nRuns FILE (or standard input for -) and prints the Result as JSON.\n\nFlags:\n")
-		fs.PrintDefaults()
+	sf.register(fs, true, "warn")
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return parseError(err)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "codemode run: want exactly one FILE (or - for standard input) after the flags")
+	if len(rest) != 1 {
+		fmt.Fprintln(stderr, "codemode run: want exactly one FILE (or - for standard input)")
 		fs.Usage()
 		return exitUsage
 	}
-	var code []byte
-	var err error
-	if name := fs.Arg(0); name == "-" {
-		code, err = io.ReadAll(stdin)
+	if err := rf.check(); err != nil {
+		fmt.Fprintf(stderr, "codemode run: %v\n", err)
+		return exitUsage
+	}
+	var program []byte
+	if name := rest[0]; name == "-" {
+		program, err = io.ReadAll(stdin)
 	} else {
-		code, err = os.ReadFile(name)
+		program, err = os.ReadFile(name)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "codemode run: %v\n", err)
 		return exitUsage
 	}
-	tools, err := sf.tools(warnf(stderr))
-	if err != nil {
-		fmt.Fprintf(stderr, "codemode run: %v\n", err)
-		return exitUsage
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	src, exit := openSources(ctx, "run", &sf, stderr)
+	if src == nil {
+		return exit
 	}
-	return execute(lf, tools, string(code), stdout, stderr)
+	defer src.close()
+	return execute(ctx, rf, src.tools(), string(program), stdout, stderr)
 }
 
-// warnf prints a warning line to stderr.
-func warnf(stderr io.Writer) func(string, ...any) {
-	return func(format string, args ...any) {
-		fmt.Fprintf(stderr, "codemode: warning: "+format+"\n", args...)
+// openSources opens the tool sources for a one-shot command. On failure
+// it prints why and returns nil with the exit status.
+func openSources(ctx context.Context, name string, sf *sourceFlags, stderr io.Writer) (*toolSource, int) {
+	logger, err := sf.logger(stderr, false)
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode %s: %v\n", name, err)
+		return nil, exitUsage
 	}
+	src, err := sf.open(ctx, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode %s: %v\n", name, err)
+		return nil, exitFor(err)
+	}
+	return src, exitOK
+}
+
+// discoveryHelp is each discovery command's help.
+var discoveryHelp = map[string]string{
+	"catalog": `Usage: codemode catalog [flags]
+
+Prints every tool of --config, --openapi and --demo-tools as JSON: its
+path, description and TypeScript signature.
+`,
+	"instructions": `Usage: codemode instructions [flags]
+
+Prints the instructions a model gets for these tools (markdown): the
+description codemode mcp gives its execute tool, with the --config
+servers that cannot start named as unavailable. They state the run
+limits, so --timeout, --max-tool-calls and --max-output-bytes change them.
+`,
+	"search": `Usage: codemode search [flags] [QUERY]
+
+Searches the tools of --config, --openapi and --demo-tools as a
+program's tools.$codemode.search does, and prints the page as JSON.
+`,
 }
 
 // discoveryCmd serves catalog, instructions and search.
 func discoveryCmd(name string, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("codemode "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var lf limitFlags
-	lf.register(fs)
+	fs := newFlagSet(name, discoveryHelp[name], stderr)
+	var rf runtimeFlags
+	switch name {
+	case "instructions":
+		rf.registerLimits(fs)
+		rf.registerCatalog(fs)
+	default:
+		rf.registerPretty(fs)
+	}
+	rf.registerEngine(fs)
 	var sf sourceFlags
-	sf.register(fs)
-	namespace := fs.String("namespace", "", "search: only tools in this namespace")
-	limit := fs.Int("limit", 10, "search: most items to return (1-100)")
-	offset := fs.Int("offset", 0, "search: items to skip")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	sf.register(fs, false, "warn")
+	var namespace string
+	var limit, offset int
+	if name == "search" {
+		fs.StringVar(&namespace, "namespace", "", "only tools in this namespace")
+		fs.IntVar(&limit, "limit", 10, "most items to return (1 to 100)")
+		fs.IntVar(&offset, "offset", 0, "items to skip")
 	}
-	if name != "search" && fs.NArg() != 0 || fs.NArg() > 1 {
-		fmt.Fprintf(stderr, "codemode %s: unexpected arguments %q (flags come first)\n", name, fs.Args())
-		return exitUsage
-	}
-	if *limit < 1 || *limit > 100 || *offset < 0 {
-		fmt.Fprintf(stderr, "codemode %s: --limit must be 1..100 and --offset at least 0\n", name)
-		return exitUsage
-	}
-	tools, err := sf.tools(warnf(stderr))
+	rest, err := parseArgs(fs, args)
 	if err != nil {
-		fmt.Fprintf(stderr, "codemode %s: %v\n", name, err)
+		return parseError(err)
+	}
+	if name != "search" && len(rest) != 0 || len(rest) > 1 {
+		fmt.Fprintf(stderr, "codemode %s: unexpected arguments %q\n", name, rest)
 		return exitUsage
 	}
-	rt, err := codemode.New(lf.options(tools))
+	if name == "search" && (limit < 1 || limit > 100 || offset < 0) {
+		fmt.Fprintf(stderr, "codemode %s: --limit must be 1 to 100 and --offset at least 0\n", name)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	src, exit := openSources(ctx, name, &sf, stderr)
+	if src == nil {
+		return exit
+	}
+	defer src.close()
+	rt, err := codemode.New(rf.options(src.tools()))
 	if err != nil {
 		return newFailed(err, stderr)
 	}
@@ -209,14 +214,18 @@ func discoveryCmd(name string, args []string, stdout, stderr io.Writer) int {
 	var v any
 	switch name {
 	case "instructions":
-		fmt.Fprint(stdout, rt.Instructions())
+		fmt.Fprint(stdout, mcp.ExecuteDescription(rt, src.unavailable()...))
 		return exitOK
 	case "catalog":
 		v = rt.Catalog()
 	case "search":
-		v = rt.Search(codemode.SearchRequest{Query: fs.Arg(0), Namespace: *namespace, Limit: *limit, Offset: *offset})
+		q := ""
+		if len(rest) == 1 {
+			q = rest[0]
+		}
+		v = rt.Search(codemode.SearchRequest{Query: q, Namespace: namespace, Limit: limit, Offset: offset})
 	}
-	if err := writeJSON(stdout, v, lf.pretty); err != nil {
+	if err := writeJSON(stdout, v, rf.pretty); err != nil {
 		fmt.Fprintf(stderr, "codemode: %v\n", err)
 		return exitFailure
 	}
@@ -264,19 +273,28 @@ func writeJSON(w io.Writer, v any, pretty bool) error {
 	return enc.Encode(v)
 }
 
+const demoHelp = `Usage: codemode demo [flags]
+
+Runs the example program against the demo API, an OpenAPI document served
+on loopback HTTP, and prints the program and its Result.
+`
+
 func demoCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("codemode demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var lf limitFlags
-	lf.register(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
+	fs := newFlagSet("demo", demoHelp, stderr)
+	var rf runtimeFlags
+	rf.registerLimits(fs)
+	rf.registerRun(fs)
+	rf.registerEngine(fs)
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return parseError(err)
+	}
+	if len(rest) != 0 {
+		fmt.Fprintln(stderr, "codemode demo: takes no arguments")
 		return exitUsage
 	}
-	if fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "codemode demo: takes no arguments")
+	if err := rf.check(); err != nil {
+		fmt.Fprintf(stderr, "codemode demo: %v\n", err)
 		return exitUsage
 	}
 	// The demo tools are an OpenAPI document served on loopback: the
@@ -288,20 +306,20 @@ func demoCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	defer stop()
 	fmt.Fprintf(stderr, "Program:\n%s\n", indent(demo.Program))
-	lf.pretty = true
-	return execute(lf, tools, demo.Program, stdout, stderr)
+	rf.pretty = true
+	ctx, stopSignal := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stopSignal()
+	return execute(ctx, rf, tools, demo.Program, stdout, stderr)
 }
 
-func execute(lf limitFlags, tools codemode.Tools, code string, stdout, stderr io.Writer) int {
-	rt, err := codemode.New(lf.options(tools))
+func execute(ctx context.Context, rf runtimeFlags, tools codemode.Tools, code string, stdout, stderr io.Writer) int {
+	rt, err := codemode.New(rf.options(tools))
 	if err != nil {
 		return newFailed(err, stderr)
 	}
 	defer rt.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
 	res, err := rt.Execute(ctx, code)
-	if werr := writeJSON(stdout, res, lf.pretty); werr != nil {
+	if werr := writeJSON(stdout, res, rf.pretty); werr != nil {
 		fmt.Fprintf(stderr, "codemode: %v\n", werr)
 		return exitFailure
 	}
@@ -323,35 +341,4 @@ func newFailed(err error, stderr io.Writer) int {
 
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n  ")
-}
-
-// byteSize is a flag value: a plain byte count or one with a unit suffix
-// (KB, MB, GB powers of 1000; KiB, MiB, GiB powers of 1024; K/M/G as KiB).
-type byteSize int64
-
-func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
-
-func (b *byteSize) Set(s string) error {
-	s = strings.TrimSpace(s)
-	units := []struct {
-		suffix string
-		mult   int64
-	}{
-		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
-		{"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000},
-		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
-	}
-	mult := int64(1)
-	for _, u := range units {
-		if strings.HasSuffix(strings.ToUpper(s), strings.ToUpper(u.suffix)) && len(s) > len(u.suffix) {
-			s, mult = strings.TrimSpace(s[:len(s)-len(u.suffix)]), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		return fmt.Errorf("want a byte count such as 67108864 or 64MiB")
-	}
-	*b = byteSize(n * mult)
-	return nil
 }

@@ -135,3 +135,93 @@ paths:
 		t.Errorf("missing spec: exit %d", code)
 	}
 }
+
+// TestToolsFromConfig: run, catalog, search and instructions load MCP
+// servers from --config as codemode mcp does, with flags before or after
+// their arguments; the program calls the real everything server.
+func TestToolsFromConfig(t *testing.T) {
+	cfg := everythingConfig(t)
+	cache := t.TempDir()
+	prog := filepath.Join(t.TempDir(), "prog.ts")
+	const code = `const [e, s] = await Promise.all([tools.everything.echo({ message: "hi" }), tools.everything["get-sum"]({ a: 1, b: 2 })])
+return e + " / " + s`
+	if err := os.WriteFile(prog, []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const value = `"value":"Echo: hi / The sum of 1 and 2 is 3."`
+	for _, tc := range []struct {
+		name  string
+		stdin string
+		args  []string
+		want  string
+	}{
+		{"run file, flags after it", "", []string{"run", prog, "--config", cfg, "--timeout", "20s", "--cache-dir", cache}, value},
+		{"run stdin, flags first", code, []string{"run", "--config", cfg, "--cache-dir", cache, "-"}, value},
+		{"catalog", "", []string{"catalog", "--config", cfg, "--cache-dir", cache}, `"path":"everything.echo"`},
+		{"search, query first", "", []string{"search", "sum", "--config", cfg, "--limit", "1", "--cache-dir", cache}, `"path":"everything.get-sum"`},
+		{"instructions", "", []string{"instructions", "--config", cfg, "--cache-dir", cache}, "get-sum"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := runCLI(t, tc.stdin, tc.args...)
+			if code != exitOK || !strings.Contains(out, tc.want) {
+				t.Errorf("got exit %d, stdout %s\nstderr %s\nwant exit 0 and %s", code, tail(out, 1000), errs, tc.want)
+			}
+		})
+	}
+}
+
+// TestConfigWarningsAndVariables: a config field codemode does not use is
+// a warning naming the server and the field; a server that needs an unset
+// variable is an error naming it, fatal only under --require-all.
+func TestConfigWarningsAndVariables(t *testing.T) {
+	nodeBin, root := nodeSetup(t)
+	t.Setenv("CODEMODE_TEST_SECRET_TOKEN", "must-not-be-logged-0123456789")
+	cfg := writeConfig(t, map[string]any{"mcpServers": map[string]any{
+		"everything": map[string]any{
+			"command": nodeBin, "args": []string{filepath.Join(root, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")},
+			"env":         map[string]string{"API_TOKEN": "${CODEMODE_TEST_SECRET_TOKEN}"},
+			"autoApprove": []string{"echo"},
+		},
+		"needy": map[string]any{"command": nodeBin, "env": map[string]string{"TOKEN": "${CODEMODE_TEST_UNSET_VARIABLE}"}},
+	}})
+	cache := t.TempDir()
+	code, out, errs := runCLI(t, "", "catalog", "--config", cfg, "--cache-dir", cache)
+	if code != exitOK || !strings.Contains(out, `"path":"everything.echo"`) {
+		t.Errorf("got exit %d, stdout %s, want 0 and the everything tools\n%s", code, tail(out, 500), errs)
+	}
+	for _, want := range [][]string{
+		{"level=WARN", `msg="config field ignored"`, "server=everything", "field=autoApprove"},
+		{"level=ERROR", "server=needy", "env.TOKEN: the environment variable CODEMODE_TEST_UNSET_VARIABLE is not set"},
+	} {
+		if logLine(errs, want...) == "" {
+			t.Errorf("got stderr without a line with %q:\n%s", want, errs)
+		}
+	}
+	if strings.Contains(errs, "must-not-be-logged") {
+		t.Errorf("got the secret in the log:\n%s", errs)
+	}
+	// The instructions are what the model reads: they say so too.
+	code, out, _ = runCLI(t, "", "instructions", "--config", cfg, "--cache-dir", cache)
+	if want := "- `tools.needy`: env.TOKEN: the environment variable CODEMODE_TEST_UNSET_VARIABLE is not set"; code != exitOK || !strings.Contains(out, want) {
+		t.Errorf("got exit %d, instructions ending %s; want 0 and %q", code, tail(out, 500), want)
+	}
+	code, _, errs = runCLI(t, "", "catalog", "--config", cfg, "--cache-dir", cache, "--require-all")
+	if want := `server "needy": env.TOKEN: the environment variable CODEMODE_TEST_UNSET_VARIABLE is not set`; code != exitFailure || !strings.Contains(errs, want) {
+		t.Errorf("got exit %d, stderr %s; want %d and %q", code, errs, exitFailure, want)
+	}
+}
+
+// TestBareDurationRefused: "--timeout 5" is refused with the spelling
+// that was probably meant, in every command that takes a duration.
+func TestBareDurationRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"run", "--timeout", "5", "-"},
+		{"run", "-", "--connect-timeout", "5"},
+		{"instructions", "--timeout", "5"},
+	} {
+		code, _, errs := runCLI(t, "return 1", args...)
+		if code != exitUsage || !strings.Contains(errs, `"5" has no unit: write 5s`) {
+			t.Errorf("%q: got exit %d, stderr %q; want %d suggesting 5s", args, code, errs, exitUsage)
+		}
+	}
+}

@@ -12,14 +12,12 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/codemode-go/codemode"
 	"github.com/codemode-go/codemode/mcp"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -46,12 +44,17 @@ sessions are open at once (503 beyond), a session idle for
 --http-idle-timeout is closed, and at most --max-runs programs run at
 once over all sessions (more wait their turn).
 
-Flags come first. Exit status: 0 after a normal shutdown (end of input,
-SIGINT or SIGTERM), 1 when the servers or the listener cannot start,
+A --config server that cannot start (a wrong command, one that exits or
+hangs, a variable its entry needs that is not set) does not stop the
+others: it is logged at error level with the reason, the execute
+description tells the model it is unavailable, and it is retried in the
+background; when it starts, clients are sent tools/list_changed.
+--require-all makes any such failure fatal instead.
+
+Exit status: 0 after a normal shutdown (end of input, SIGINT or SIGTERM),
+1 when the listener cannot start (or a server, under --require-all),
 2 for usage errors (bad flags, a bad config file, or an address the
 flags do not allow).
-
-Flags:
 `
 
 // mcpCmd runs "codemode mcp" until the client disconnects or a signal
@@ -64,26 +67,15 @@ func mcpCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // mcpFlags are the flags of "codemode mcp".
 type mcpFlags struct {
-	config         string
-	httpAddr       string
-	timeout        time.Duration
-	maxToolCalls   int
-	maxOutputBytes int
-	maxMemory      byteSize
-	maxConcurrency int
-	catalogBudget  int
-	callTimeout    time.Duration
-	connectTimeout time.Duration
-	cacheDir       string
-	noCache        bool
-	logLevel       string
-	sources        sourceFlags // --openapi and the other tool sources
+	runtime  runtimeFlags
+	sources  sourceFlags
+	httpAddr string
 
 	maxRuns         int
 	httpAllowRemote bool
 	httpTokenEnv    string
 	httpMaxSessions int
-	httpIdleTimeout time.Duration
+	httpIdleTimeout duration
 }
 
 // defaultMaxRuns is --max-runs' default: runs are mostly CPU-bound while
@@ -93,26 +85,18 @@ type mcpFlags struct {
 func defaultMaxRuns() int { return 2 * runtime.GOMAXPROCS(0) }
 
 func (f *mcpFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.config, "config", "", `MCP servers file: {"mcpServers": {"name": {"command": ...} or {"url": ...}}}`)
+	f.sources.register(fs, true, "info")
+	f.runtime.registerLimits(fs)
+	f.runtime.registerRun(fs)
+	f.runtime.registerCatalog(fs)
+	f.runtime.registerEngine(fs)
 	fs.StringVar(&f.httpAddr, "http", "", "serve streamable HTTP at ADDR (host:port, loopback unless --http-allow-remote; path /mcp) instead of standard input/output")
-	fs.DurationVar(&f.timeout, "timeout", codemode.UntrustedTimeout, "time limit of one run (0 = none)")
-	fs.IntVar(&f.maxToolCalls, "max-tool-calls", codemode.UntrustedMaxToolCalls, "most tool calls one run may make (0 = no limit)")
-	fs.IntVar(&f.maxOutputBytes, "max-output-bytes", codemode.UntrustedMaxOutputBytes, "most bytes of value and logs a result carries (0 = no limit)")
-	f.maxMemory = codemode.DefaultMaxMemoryBytes
-	fs.Var(&f.maxMemory, "max-memory", "engine memory limit of one run, in bytes or with a unit such as 64MiB")
-	fs.IntVar(&f.maxConcurrency, "max-concurrency", codemode.DefaultMaxConcurrency, "tool calls of one run that execute at once")
-	fs.IntVar(&f.catalogBudget, "catalog-budget", codemode.DefaultCatalogBudget, "estimated tokens of tool signatures the execute description lists (negative = none, search only)")
-	fs.DurationVar(&f.callTimeout, "call-timeout", 0, "time limit of one upstream MCP tool call; past it the call fails and the run goes on (0 = the run's limit)")
-	fs.DurationVar(&f.connectTimeout, "connect-timeout", mcp.DefaultConnectTimeout, "time limit for starting an MCP server and listing its tools")
-	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "directory for the compiled engine cache")
-	fs.BoolVar(&f.noCache, "no-cache", false, "do not keep the compiled engine on disk")
-	fs.StringVar(&f.logLevel, "log-level", "info", "least severe log level written to standard error: debug, info, warn or error")
 	fs.IntVar(&f.maxRuns, "max-runs", defaultMaxRuns(), "most programs running at once over all sessions, by default twice GOMAXPROCS; more wait for a slot (0 = no limit)")
 	fs.BoolVar(&f.httpAllowRemote, "http-allow-remote", false, "let --http bind a non-loopback address (needs --http-token-env)")
 	fs.StringVar(&f.httpTokenEnv, "http-token-env", "", "require the bearer token held in environment variable `NAME` on every HTTP request (at least 16 bytes)")
 	fs.IntVar(&f.httpMaxSessions, "http-max-sessions", mcp.DefaultMaxSessions, "most HTTP sessions open at once; more are refused with 503 (0 = no limit)")
-	fs.DurationVar(&f.httpIdleTimeout, "http-idle-timeout", mcp.DefaultSessionIdleTimeout, "close an HTTP session after this long without a request (0 = never)")
-	f.sources.register(fs)
+	f.httpIdleTimeout = duration(mcp.DefaultSessionIdleTimeout)
+	fs.Var(&f.httpIdleTimeout, "http-idle-timeout", "close an HTTP session after this long without a request, a `duration` (0 = never)")
 }
 
 // httpSettings checks the HTTP flags together and returns the bearer
@@ -131,8 +115,8 @@ func (f *mcpFlags) httpSettings(fs *flag.FlagSet) (token string, loopback bool, 
 		}
 		return "", false, nil
 	}
-	if f.httpMaxSessions < 0 || f.httpIdleTimeout < 0 {
-		return "", false, errors.New("--http-max-sessions and --http-idle-timeout must not be negative")
+	if f.httpMaxSessions < 0 {
+		return "", false, errors.New("--http-max-sessions must not be negative")
 	}
 	loopback, err = loopbackBind(f.httpAddr)
 	if err != nil {
@@ -156,54 +140,26 @@ func (f *mcpFlags) httpSettings(fs *flag.FlagSet) (token string, loopback bool, 
 	return token, loopback, nil
 }
 
-func (f *mcpFlags) runtimeOptions() codemode.Options {
-	o := codemode.Options{
-		Timeout:        f.timeout,
-		MaxToolCalls:   f.maxToolCalls,
-		MaxOutputBytes: f.maxOutputBytes,
-		MaxMemoryBytes: int64(f.maxMemory),
-		MaxConcurrency: f.maxConcurrency,
-		CatalogBudget:  f.catalogBudget,
-	}
-	if !f.noCache {
-		o.CacheDir = f.cacheDir
-	}
-	return o
-}
-
-func parseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	err := l.UnmarshalText([]byte(s))
-	return l, err
-}
-
 // runMCP is mcpCmd with the stopping context given, for tests.
 func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("codemode mcp", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("mcp", mcpUsage, stderr)
 	var f mcpFlags
 	f.register(fs)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, mcpUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() != 0 {
-		fmt.Fprintf(stderr, "codemode mcp: unexpected arguments %q (flags come first)\n", fs.Args())
-		return exitUsage
-	}
-	level, err := parseLevel(f.logLevel)
+	rest, err := parseArgs(fs, args)
 	if err != nil {
-		fmt.Fprintf(stderr, "codemode mcp: --log-level %q is not debug, info, warn or error\n", f.logLevel)
+		return parseError(err)
+	}
+	if len(rest) != 0 {
+		fmt.Fprintf(stderr, "codemode mcp: unexpected arguments %q\n", rest)
 		return exitUsage
 	}
-	if f.timeout < 0 || f.callTimeout < 0 || f.connectTimeout < 0 {
-		fmt.Fprintln(stderr, "codemode mcp: durations must not be negative")
+	logger, err := f.sources.logger(stderr, true)
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode mcp: %v\n", err)
+		return exitUsage
+	}
+	if err := f.runtime.check(); err != nil {
+		fmt.Fprintf(stderr, "codemode mcp: %v\n", err)
 		return exitUsage
 	}
 	if f.maxRuns < 0 {
@@ -215,79 +171,47 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fmt.Fprintf(stderr, "codemode mcp: %v\n", err)
 		return exitUsage
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	cfg := &mcp.Config{}
-	if f.config != "" {
-		if cfg, err = mcp.LoadConfig(f.config); err != nil {
-			fmt.Fprintf(stderr, "codemode mcp: %v\n", err)
-			return exitUsage
-		}
-	}
-	extra, err := f.sources.tools(func(format string, args ...any) { logger.Warn(fmt.Sprintf(format, args...)) })
+	src, err := f.sources.open(ctx, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "codemode mcp: %v\n", err)
-		return exitUsage
+		return exitFor(err)
 	}
-	for name := range cfg.Servers {
-		if _, clash := extra[name]; clash {
-			fmt.Fprintf(stderr, "codemode mcp: the namespace %q is both a configured server and another source's\n", name)
-			return exitUsage
-		}
-	}
-	if len(cfg.Servers) == 0 && len(extra) == 0 {
+	if src.up == nil && len(src.fixed) == 0 {
 		logger.Warn("no tools: give --config (or another tool source); programs can only compute")
 	}
-
-	up, err := mcp.Connect(ctx, cfg, mcp.ClientOptions{
-		Version:        buildVersion(),
-		Logger:         logger,
-		ConnectTimeout: f.connectTimeout,
-		CallTimeout:    f.callTimeout,
-	})
-	if err != nil {
-		fmt.Fprintf(stderr, "codemode mcp: %v\n", err)
-		return exitFailure
-	}
-
-	// Every server's namespace is in up.Tools() from the start, so a clash
-	// with the --openapi namespaces shows now or never.
-	if _, err := codemode.Merge(up.Tools(), extra); err != nil {
-		_ = up.Close()
-		fmt.Fprintf(stderr, "codemode mcp: an MCP server and an --openapi document: %v\n", err)
-		return exitUsage
-	}
-	current := func() codemode.Tools {
-		all, _ := codemode.Merge(up.Tools(), extra)
-		return all
-	}
-	opts := f.runtimeOptions()
-	opts.Tools = current()
 	srv, err := mcp.NewServer(mcp.ServerOptions{
-		Version:            buildVersion(),
-		Runtime:            opts,
+		Version:            version(),
+		Runtime:            f.runtime.options(nil),
 		Logger:             logger,
 		MaxRuns:            f.maxRuns,
 		MaxSessions:        noneIfZero(f.httpMaxSessions),
-		SessionIdleTimeout: noneIfZero(f.httpIdleTimeout),
+		SessionIdleTimeout: noneIfZero(time.Duration(f.httpIdleTimeout)),
 	})
+	if err == nil {
+		err = srv.SetTools(src.tools(), src.unavailable()...)
+	}
 	if err != nil {
-		_ = up.Close()
+		src.close()
 		fmt.Fprintf(stderr, "codemode mcp: %v\n", err)
 		return exitUsage
 	}
 
-	// Follow the upstreams' tool lists until they close.
+	// Follow the servers: a tool list that changed, or a server that
+	// started late, changes the execute description, which the server
+	// announces to its clients with tools/list_changed.
 	var follow sync.WaitGroup
-	follow.Add(1)
-	go func() {
-		defer follow.Done()
-		for range up.Changed() {
-			if err := srv.SetTools(current()); err != nil && !errors.Is(err, mcp.ErrServerClosed) {
-				logger.Error("the new tool list was refused; keeping the old one", "error", err)
+	if ch := src.changed(); ch != nil {
+		follow.Add(1)
+		go func() {
+			defer follow.Done()
+			for range ch {
+				if err := srv.SetTools(src.tools(), src.unavailable()...); err != nil && !errors.Is(err, mcp.ErrServerClosed) {
+					logger.Error("the new tool list was refused; keeping the old one", "error", err)
+				}
 			}
-		}
-	}()
+		}()
+	}
 
 	var code int
 	if f.httpAddr != "" {
@@ -296,9 +220,9 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		code = serveStdio(ctx, srv, stdin, stdout, logger)
 	}
 	// Runs first (they may still call upstream tools), then the servers;
-	// closing the upstreams closes Changed, which ends the follower.
+	// closing them closes the change channel, which ends the follower.
 	_ = srv.Close()
-	_ = up.Close()
+	src.close()
 	follow.Wait()
 	return code
 }
@@ -379,11 +303,3 @@ func serveHTTP(ctx context.Context, cfg httpConfig, srv *mcp.Server, logger *slo
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
-
-// buildVersion is the module version the binary was built from.
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}

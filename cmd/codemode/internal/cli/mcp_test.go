@@ -79,7 +79,8 @@ func TestMCPUsageErrors(t *testing.T) {
 		{[]string{"--config", filepath.Join(dir, "missing.json")}, "no such file"},
 		{[]string{"--log-level", "loud"}, "--log-level"},
 		{[]string{"--timeout", "-1s"}, "must not be negative"},
-		{[]string{"--max-memory", "1KiB", "--cache-dir", engineCache}, "MaxMemoryBytes"},
+		{[]string{"--max-memory", "1KiB", "--cache-dir", engineCache}, "--max-memory 1 KiB is outside 1 MiB to 2 GiB"},
+		{[]string{"--timeout", "30"}, `"30" has no unit: write 30s`},
 		{[]string{"--max-runs", "-1"}, "--max-runs must not be negative"},
 		// Every interface, another host's address, or a name that could
 		// resolve anywhere: refused without --http-allow-remote and a token.
@@ -135,6 +136,12 @@ func startStdio(t *testing.T, ctx context.Context, args ...string) (*mcpsdk.Clie
 // cut it as a client that dies would.
 func startStdioPipe(t *testing.T, ctx context.Context, args ...string) (*mcpsdk.ClientSession, *syncBuffer, <-chan int, io.Closer) {
 	t.Helper()
+	return startStdioClient(t, ctx, nil, args...)
+}
+
+// startStdioClient is startStdioPipe with the client's options.
+func startStdioClient(t *testing.T, ctx context.Context, copts *mcpsdk.ClientOptions, args ...string) (*mcpsdk.ClientSession, *syncBuffer, <-chan int, io.Closer) {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	stderr := &syncBuffer{}
@@ -144,7 +151,7 @@ func startStdioPipe(t *testing.T, ctx context.Context, args ...string) (*mcpsdk.
 		outW.Close()
 		exit <- code
 	}()
-	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).
+	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, copts).
 		Connect(context.Background(), &mcpsdk.IOTransport{Reader: outR, Writer: inW}, nil)
 	if err != nil {
 		t.Fatalf("connect: %v\n%s", err, stderr)
@@ -196,6 +203,9 @@ func TestMCPStdio(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "no tools") || !strings.Contains(stderr.String(), "msg=execute ok=true") {
 		t.Errorf("stderr:\n%s", stderr)
+	}
+	if got := cs.InitializeResult().ServerInfo.Version; got != version() {
+		t.Errorf("got serverInfo.version %q, want the build's %q", got, version())
 	}
 }
 
@@ -296,12 +306,29 @@ func TestMCPUpstreamThroughCLI(t *testing.T) {
 	}
 }
 
-func TestMCPUpstreamFailureExits1(t *testing.T) {
+// TestMCPUpstreamFailure: a server that cannot start is logged at error
+// level and the others are served; --require-all makes it fatal (exit 1)
+// as it used to be.
+func TestMCPUpstreamFailure(t *testing.T) {
 	cfg := writeConfig(t, map[string]any{"mcpServers": map[string]any{"gone": map[string]any{"command": "/nonexistent/server"}}})
-	var out, errb bytes.Buffer
-	code := runMCP(context.Background(), []string{"--config", cfg, "--cache-dir", engineCache}, strings.NewReader(""), &out, &errb)
-	if code != exitFailure || !strings.Contains(errb.String(), `server "gone"`) {
-		t.Errorf("exit %d, stderr %q", code, errb.String())
+	for _, tc := range []struct {
+		name string
+		args []string
+		exit int
+		want string
+	}{
+		{"lenient", nil, exitOK, `level=ERROR msg="the server did not start; serving the others and retrying it in the background" server=gone error="its command could not be started`},
+		{"require all", []string{"--require-all"}, exitFailure, `codemode mcp: mcp: connecting: server "gone": its command could not be started`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			args := append([]string{"--config", cfg, "--cache-dir", engineCache}, tc.args...)
+			// An empty input ends the session at once: a normal shutdown.
+			code := runMCP(context.Background(), args, strings.NewReader(""), &out, &errb)
+			if code != tc.exit || !strings.Contains(errb.String(), tc.want) {
+				t.Errorf("got exit %d, stderr:\n%s\nwant exit %d and %q", code, errb.String(), tc.exit, tc.want)
+			}
+		})
 	}
 }
 
@@ -556,41 +583,44 @@ func TestMCPMaxRuns(t *testing.T) {
 	}
 }
 
-// TestMCPInspector drives the command with the official MCP inspector's
-// CLI over stdio: list the tools, then call execute.
-func TestMCPInspector(t *testing.T) {
+// inspect runs the official MCP inspector's CLI against "codemode mcp"
+// with serverArgs, over stdio, and returns its JSON output.
+func inspect(t *testing.T, serverArgs []string, args ...string) map[string]any {
+	t.Helper()
 	nodeBin, root := nodeSetup(t)
 	inspector := filepath.Join(root, "node_modules", "@modelcontextprotocol", "inspector-cli", "build", "cli.js")
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := everythingConfig(t)
-	inspect := func(args ...string) map[string]any {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, nodeBin, append([]string{inspector, "--cli", exe}, args...)...)
-		serverArgs, _ := json.Marshal([]string{"--config", cfg, "--cache-dir", engineCache})
-		// The inspector passes its environment on to the server it starts.
-		cmd.Env = append(os.Environ(), mainEnv+"=1", argsEnv+"="+string(serverArgs))
-		// The inspector CLI finds its package.json by checking "../package.json"
-		// against the working directory but importing it relative to its
-		// module: run it from its own build directory so both agree (the
-		// standalone package otherwise looks for the monorepo's).
-		cmd.Dir = filepath.Dir(inspector)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("inspector %v: %v\n%s\n%s", args, err, stdout.String(), stderr.String())
-		}
-		var v map[string]any
-		if err := json.Unmarshal(stdout.Bytes(), &v); err != nil {
-			t.Fatalf("inspector output is not JSON: %v\n%s", err, stdout.String())
-		}
-		return v
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, nodeBin, append([]string{inspector, "--cli", exe}, args...)...)
+	sargs, _ := json.Marshal(append([]string{"--cache-dir", engineCache}, serverArgs...))
+	// The inspector passes its environment on to the server it starts.
+	cmd.Env = append(os.Environ(), mainEnv+"=1", argsEnv+"="+string(sargs))
+	// The inspector CLI finds its package.json by checking "../package.json"
+	// against the working directory but importing it relative to its
+	// module: run it from its own build directory so both agree (the
+	// standalone package otherwise looks for the monorepo's).
+	cmd.Dir = filepath.Dir(inspector)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("inspector %v: %v\n%s\n%s", args, err, stdout.String(), stderr.String())
 	}
-	list := inspect("--method", "tools/list")
+	var v map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &v); err != nil {
+		t.Fatalf("inspector output is not JSON: %v\n%s", err, stdout.String())
+	}
+	return v
+}
+
+// TestMCPInspector drives the command with the official MCP inspector's
+// CLI over stdio: list the tools, then call execute.
+func TestMCPInspector(t *testing.T) {
+	cfg := everythingConfig(t)
+	list := inspect(t, []string{"--config", cfg}, "--method", "tools/list")
 	tools := list["tools"].([]any)
 	if len(tools) != 1 || tools[0].(map[string]any)["name"] != "execute" {
 		t.Fatalf("tools/list = %v", list)
@@ -598,7 +628,7 @@ func TestMCPInspector(t *testing.T) {
 	if d := tools[0].(map[string]any)["description"].(string); !strings.Contains(d, `tools.everything["get-sum"]`) && !strings.Contains(d, "get-sum") {
 		t.Errorf("the description does not list the upstream tools:\n%s", d)
 	}
-	call := inspect("--method", "tools/call", "--tool-name", "execute",
+	call := inspect(t, []string{"--config", cfg}, "--method", "tools/call", "--tool-name", "execute",
 		"--tool-arg", `code=const r = await tools.everything["get-sum"]({ a: 20, b: 22 }); return r.split(" ").at(-1)`)
 	sc, _ := call["structuredContent"].(map[string]any)
 	if call["isError"] == true || sc["ok"] != true || sc["value"] != "42." {

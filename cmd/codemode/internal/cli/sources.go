@@ -2,20 +2,33 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/codemode-go/codemode"
 	"github.com/codemode-go/codemode/cmd/codemode/internal/demo"
+	"github.com/codemode-go/codemode/mcp"
 	"github.com/codemode-go/codemode/openapi"
 )
 
-// sourceFlags are the flags that give a command its tools. Credentials
-// are read from environment variables named by flags, never from the
-// flags themselves, so they stay out of shell history and process lists.
+// sourceFlags are the flags that give a command its tools, the same for
+// every command: MCP servers from a config file, OpenAPI documents, the
+// demo tools. Credentials are read from environment variables named by
+// flags, never from the flags themselves, so they stay out of shell
+// history and process lists.
 type sourceFlags struct {
+	config         string
+	requireAll     bool
+	connectTimeout duration
+	callTimeout    duration
+	logLevel       string
+
 	demoTools bool
 	openapis  multiFlag // PATH[=namespace]
 	baseURL   string
@@ -29,17 +42,152 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
-func (s *sourceFlags) register(fs *flag.FlagSet) {
+// register adds the source flags. calls says whether the command calls
+// tools (run, mcp), which --call-timeout bounds; logLevel is the default
+// of --log-level.
+func (s *sourceFlags) register(fs *flag.FlagSet, calls bool, logLevel string) {
+	fs.StringVar(&s.config, "config", "", "MCP servers `file`, as MCP clients write it: {\"mcpServers\": {\"name\": {\"command\": ...} or {\"url\": ...}}}")
+	fs.BoolVar(&s.requireAll, "require-all", false, "fail when any --config server cannot be started, instead of going on without it")
+	s.connectTimeout = duration(mcp.DefaultConnectTimeout)
+	fs.Var(&s.connectTimeout, "connect-timeout", "time limit for starting an MCP server and listing its tools, a `duration` such as 30s")
+	if calls {
+		fs.Var(&s.callTimeout, "call-timeout", "time limit of one MCP tool call, a `duration`; past it the call fails and the run goes on (0 = the run's limit)")
+	}
+	fs.StringVar(&s.logLevel, "log-level", logLevel, "least severe log `level` written to standard error: debug, info, warn or error")
 	fs.BoolVar(&s.demoTools, "demo-tools", false, "give programs the built-in demo tools (in memory)")
-	fs.Var(&s.openapis, "openapi", "an OpenAPI 3 document (JSON or YAML) as tools: PATH or PATH=namespace (repeatable; the namespace defaults to one derived from the title)")
+	fs.Var(&s.openapis, "openapi", "an OpenAPI 3 document (JSON or YAML) as tools, at `PATH[=namespace]` (repeatable; the namespace defaults to one derived from the title)")
 	fs.StringVar(&s.baseURL, "base-url", "", "base URL for the --openapi APIs, overriding their servers")
-	fs.StringVar(&s.bearerEnv, "bearer-env", "", "environment variable holding the bearer token for the APIs' bearer and OAuth schemes")
-	fs.StringVar(&s.basicEnv, "basic-env", "", "environment variable holding user:password for the APIs' basic-auth schemes")
-	fs.Var(&s.apikeyEnv, "apikey-env", "SCHEME=NAME: environment variable NAME holds the API key of security scheme SCHEME (repeatable)")
+	fs.StringVar(&s.bearerEnv, "bearer-env", "", "environment variable `NAME` holding the bearer token for the APIs' bearer and OAuth schemes")
+	fs.StringVar(&s.basicEnv, "basic-env", "", "environment variable `NAME` holding user:password for the APIs' basic-auth schemes")
+	fs.Var(&s.apikeyEnv, "apikey-env", "environment variable NAME holds the API key of security scheme SCHEME, given as `SCHEME=NAME` (repeatable)")
 }
 
-// tools builds the tool tree; warnings (skipped operations) go to warn.
-func (s *sourceFlags) tools(warn func(format string, args ...any)) (codemode.Tools, error) {
+// logger is the log the flags ask for, on stderr; stamped says whether
+// records carry the time (a long-running server's do, a one-shot
+// command's need not).
+func (s *sourceFlags) logger(stderr io.Writer, stamped bool) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q is not debug, info, warn or error", s.logLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if !stamped {
+		opts.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}
+	}
+	return slog.New(slog.NewTextHandler(stderr, opts)), nil
+}
+
+// startError marks a failure to start the tool sources (a --config server
+// under --require-all), as opposed to a usage error: exit status 1, not 2.
+type startError struct{ error }
+
+func (e startError) Unwrap() error { return e.error }
+
+// exitFor is the exit status for an error of open.
+func exitFor(err error) int {
+	if errors.As(err, new(startError)) {
+		return exitFailure
+	}
+	return exitUsage
+}
+
+// toolSource is what the source flags opened: fixed tools (OpenAPI
+// documents, the demo tools) and the MCP servers of --config, whose tools
+// change as servers come, go and announce new tools.
+type toolSource struct {
+	fixed codemode.Tools
+	up    *mcp.Upstreams // nil without --config
+}
+
+// open loads every source, connecting the --config servers: all of them
+// or fail under --require-all, else the ones that start, the others being
+// logged and retried in the background. Close the result.
+func (s *sourceFlags) open(ctx context.Context, logger *slog.Logger) (*toolSource, error) {
+	cfg := &mcp.Config{}
+	if s.config != "" {
+		var err error
+		if cfg, err = mcp.LoadConfig(s.config); err != nil {
+			return nil, err
+		}
+		for _, w := range cfg.Warnings {
+			logger.Warn("config field ignored", "file", s.config, "server", w.Server, "field", w.Field, "reason", w.Reason)
+		}
+	}
+	fixed, err := s.fixedTools(logger)
+	if err != nil {
+		return nil, err
+	}
+	for name := range cfg.Servers {
+		if _, clash := fixed[name]; clash {
+			return nil, fmt.Errorf("the namespace %q is both a configured server and another source's", name)
+		}
+	}
+	src := &toolSource{fixed: fixed}
+	if len(cfg.Servers) == 0 {
+		return src, nil
+	}
+	src.up, err = mcp.Connect(ctx, cfg, mcp.ClientOptions{
+		Version:        version(),
+		Logger:         logger,
+		ConnectTimeout: time.Duration(s.connectTimeout),
+		CallTimeout:    time.Duration(s.callTimeout),
+		Lenient:        !s.requireAll,
+	})
+	if err != nil {
+		if errors.Is(err, mcp.ErrInvalidConfig) {
+			return nil, err
+		}
+		return nil, startError{err}
+	}
+	// Every server's namespace is in the tree from the start, so a clash
+	// with another source shows now or never.
+	if _, err := codemode.Merge(src.up.Tools(), fixed); err != nil {
+		src.close()
+		return nil, fmt.Errorf("an MCP server and an --openapi document: %w", err)
+	}
+	return src, nil
+}
+
+// tools is the current tool tree.
+func (t *toolSource) tools() codemode.Tools {
+	if t.up == nil {
+		return t.fixed
+	}
+	all, _ := codemode.Merge(t.up.Tools(), t.fixed) // checked by open
+	return all
+}
+
+// unavailable lists the servers not offering tools yet.
+func (t *toolSource) unavailable() []mcp.Unavailable {
+	if t.up == nil {
+		return nil
+	}
+	return t.up.Unavailable()
+}
+
+// changed signals that tools() changed; nil (never) without servers.
+func (t *toolSource) changed() <-chan struct{} {
+	if t.up == nil {
+		return nil
+	}
+	return t.up.Changed()
+}
+
+// close stops the servers.
+func (t *toolSource) close() {
+	if t.up != nil {
+		_ = t.up.Close()
+	}
+}
+
+// fixedTools builds the tools that do not change: the demo tools and the
+// OpenAPI documents. Skipped operations are logged as warnings.
+func (s *sourceFlags) fixedTools(logger *slog.Logger) (codemode.Tools, error) {
 	tools := codemode.Tools{}
 	if s.demoTools {
 		tools = demo.Tools()
@@ -68,7 +216,7 @@ func (s *sourceFlags) tools(warn func(format string, args ...any)) (codemode.Too
 			return nil, fmt.Errorf("--openapi %s: %w; give another namespace with PATH=namespace", path, err)
 		}
 		for _, sk := range api.Skipped {
-			warn("%s: skipped %s: %s", path, sk.Operation, sk.Reason)
+			logger.Warn("OpenAPI operation skipped", "file", path, "operation", sk.Operation, "reason", sk.Reason)
 		}
 	}
 	return tools, nil
