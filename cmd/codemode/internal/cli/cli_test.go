@@ -158,7 +158,7 @@ return e + " / " + s`
 		{"run file, flags after it", "", []string{"run", prog, "--config", cfg, "--timeout", "20s", "--cache-dir", cache}, value},
 		{"run stdin, flags first", code, []string{"run", "--config", cfg, "--cache-dir", cache, "-"}, value},
 		{"catalog", "", []string{"catalog", "--config", cfg, "--cache-dir", cache}, `"path":"everything.echo"`},
-		{"search, query first", "", []string{"search", "sum", "--config", cfg, "--limit", "1", "--cache-dir", cache}, `"path":"everything.get-sum"`},
+		{"search, query first", "", []string{"search", "sum", "--config", cfg, "--limit", "1", "--cache-dir", cache}, `"path":"tools.everything[\"get-sum\"]"`},
 		{"instructions", "", []string{"instructions", "--config", cfg, "--cache-dir", cache}, "get-sum"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
