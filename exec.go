@@ -13,6 +13,7 @@ import (
 	"github.com/codemode-go/codemode/internal/tsgen"
 	"github.com/codemode-go/codemode/internal/typescript"
 	"github.com/google/jsonschema-go/jsonschema"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // execution is the state of one run: admission, the audit and the
@@ -238,7 +239,7 @@ func (ex *execution) perform(ctx context.Context, slot *ticket, index int, name 
 		return nil, failed // the run ended first
 	}
 	end := ToolCallEnd{Index: index, Name: name, Input: input}
-	v, err := callTool(ctx, run, input)
+	v, err := callTool(c.ctx, run, input)
 	if err != nil {
 		msg, safe := safeMessage(err)
 		if !safe {
@@ -248,7 +249,7 @@ func (ex *execution) perform(ctx context.Context, slot *ticket, index int, name 
 		if ctx.Err() != nil {
 			end.Outcome = OutcomeCancelled
 		}
-		c.end(end)
+		c.end(end, nil)
 		return nil, &sandbox.CallError{Kind: string(ToolFailure), Message: msg}
 	}
 	out, err := toolOutput(v)
@@ -257,11 +258,11 @@ func (ex *execution) perform(ctx context.Context, slot *ticket, index int, name 
 	}
 	if err != nil {
 		end.Outcome, end.Message = OutcomeInvalidOutput, err.Error()
-		c.end(end)
+		c.end(end, nil)
 		return nil, &sandbox.CallError{Kind: string(InvalidToolOutput), Message: jsPath(strings.Split(name, ".")) + " returned " + err.Error()}
 	}
 	end.Outcome = OutcomeOK
-	c.end(end)
+	c.end(end, out)
 	return out, nil
 }
 
@@ -271,7 +272,8 @@ func (ex *execution) perform(ctx context.Context, slot *ticket, index int, name 
 // context is not waited for.
 type running struct {
 	ex    *execution
-	ctx   context.Context
+	ctx   context.Context // the call's, carrying its span
+	span  trace.Span      // nil without a tracer
 	start time.Time
 	once  sync.Once
 	stop  func() bool
@@ -287,22 +289,26 @@ func (ex *execution) begin(ctx context.Context, s ToolCallStart) *running {
 	}
 	ex.ends.Add(1)
 	ex.mu.Unlock()
-	ex.hookStart(ctx, s)
-	c := &running{ex: ex, ctx: ctx, start: time.Now()}
+	c := &running{ex: ex, ctx: ctx}
+	if t := ex.rt.tel; t != nil {
+		c.ctx, c.span = t.startCall(ctx, s)
+	}
+	ex.hookStart(c.ctx, s)
+	c.start = time.Now()
 	c.stop = context.AfterFunc(ctx, func() {
-		c.report(ToolCallEnd{Index: s.Index, Name: s.Name, Input: s.Input, Outcome: OutcomeCancelled})
+		c.report(ToolCallEnd{Index: s.Index, Name: s.Name, Input: s.Input, Outcome: OutcomeCancelled}, nil)
 	})
 	return c
 }
 
 // end reports the tool's own outcome, unless the cancellation was
-// reported first.
-func (c *running) end(e ToolCallEnd) {
+// reported first; out is the tool's output when it succeeded.
+func (c *running) end(e ToolCallEnd, out json.RawMessage) {
 	c.stop()
-	c.report(e)
+	c.report(e, out)
 }
 
-func (c *running) report(e ToolCallEnd) {
+func (c *running) report(e ToolCallEnd, out json.RawMessage) {
 	c.once.Do(func() {
 		e.Duration = time.Since(c.start)
 		ex := c.ex
@@ -313,6 +319,11 @@ func (c *running) report(e ToolCallEnd) {
 		}
 		ex.mu.Unlock()
 		ex.hookEnd(c.ctx, e)
+		// After the hook, so it can still add to the span; before Done,
+		// so no span outlives Execute.
+		if t := ex.rt.tel; t != nil {
+			t.endCall(c.ctx, c.span, e, out)
+		}
 		ex.ends.Done()
 	})
 }

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options configure a [Runtime]. The zero value of every field means its
@@ -46,7 +49,8 @@ type Options struct {
 	// the calls' goroutines (so concurrently) and cannot fail the run: a
 	// panic in a hook is recovered and ignored. ctx is the call's: it
 	// carries the values of the context given to Execute (so a hook can
-	// tell runs apart), and ends with the run or a lost Promise.race.
+	// tell runs apart) and the call's span (see TracerProvider), and ends
+	// with the run or a lost Promise.race.
 	OnToolCallStart func(ctx context.Context, call ToolCallStart)
 	OnToolCallEnd   func(ctx context.Context, call ToolCallEnd)
 
@@ -71,6 +75,29 @@ type Options struct {
 	// default os.UserCacheDir()/codemode), then `npm pack` of the pinned
 	// quickjs-wasi version when npm is on PATH, which fills the cache.
 	EngineWasm []byte
+
+	// TracerProvider, when set, traces every run: a span
+	// "codemode.execute" from Execute's start to its return, under the
+	// span in Execute's ctx if any, with a child "codemode.tool_call" per
+	// call that started. A tool's Run (and the hooks) get the call span's
+	// context, so the tool's own spans nest under it. Every span has
+	// ended when Execute returns; a run refused with ErrClosed has none.
+	// Nil (the default) means no spans.
+	TracerProvider trace.TracerProvider
+
+	// MeterProvider, when set, records the metrics codemode.runs,
+	// codemode.run.duration, codemode.runs.active, codemode.tool_calls
+	// and codemode.tool_call.duration; their attributes are bounded sets
+	// (outcomes, diagnostic kinds, tool names). Nil (the default) means
+	// no metrics.
+	MeterProvider metric.MeterProvider
+
+	// TraceData puts what runs handle on their spans: the program text,
+	// each call's input and output, the result's value and the failure
+	// messages. False (the default) keeps spans to names, sizes, counts
+	// and outcomes, because these values are the users' data (and may
+	// hold secrets), and trace backends are seldom cleared to keep it.
+	TraceData bool
 }
 
 // ToolCallStart is passed to Options.OnToolCallStart when an admitted call

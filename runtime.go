@@ -22,6 +22,7 @@ type Runtime struct {
 	sb    *sandbox.Sandbox
 	cat   catalog
 	idx   indexCache
+	tel   *telemetry // nil: no providers
 
 	// closing ends every run when Close is called.
 	closing context.Context
@@ -43,11 +44,15 @@ func New(opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
+	tel, err := newTelemetry(&opts)
+	if err != nil {
+		return nil, fmt.Errorf("codemode: metrics: %w", err)
+	}
 	sb, err := sharedSandbox(opts.CacheDir, opts.EngineWasm)
 	if err != nil {
 		return nil, err
 	}
-	rt := &Runtime{opts: opts, tools: entries, index: map[string]*toolEntry{}, sb: sb}
+	rt := &Runtime{opts: opts, tools: entries, index: map[string]*toolEntry{}, sb: sb, tel: tel}
 	rt.closing, rt.close = context.WithCancel(context.Background())
 	for _, e := range entries {
 		rt.index[pathKey(e.path)] = e
@@ -74,6 +79,10 @@ func (rt *Runtime) Execute(ctx context.Context, code string) (Result, error) {
 	rt.runs.Add(1)
 	rt.mu.Unlock()
 	defer rt.runs.Done()
+	var tel *runTelemetry
+	if rt.tel != nil {
+		ctx, tel = rt.tel.startRun(ctx, code)
+	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(rt.closing, func() { cancel(ErrStopped) })
@@ -85,6 +94,9 @@ func (rt *Runtime) Execute(ctx context.Context, code string) (Result, error) {
 		} else if e := ctx.Err(); e != nil {
 			err = e
 		}
+	}
+	if tel != nil {
+		tel.end(res, err)
 	}
 	return res, err
 }
