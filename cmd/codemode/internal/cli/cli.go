@@ -312,8 +312,19 @@ func demoCmd(args []string, stdout, stderr io.Writer) int {
 	return execute(ctx, rf, tools, demo.Program, stdout, stderr)
 }
 
+// warnf prints a warning line to stderr.
+func warnf(stderr io.Writer) func(string, ...any) {
+	return func(format string, args ...any) {
+		fmt.Fprintf(stderr, "codemode: warning: "+format+"\n", args...)
+	}
+}
+
 func execute(ctx context.Context, rf runtimeFlags, tools codemode.Tools, code string, stdout, stderr io.Writer) int {
-	rt, err := codemode.New(rf.options(tools))
+	tel := startTelemetry(warnf(stderr))
+	defer tel.shutdown()
+	opts := rf.options(tools)
+	tel.configure(&opts)
+	rt, err := codemode.New(opts)
 	if err != nil {
 		return newFailed(err, stderr)
 	}

@@ -180,9 +180,13 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if src.up == nil && len(src.fixed) == 0 {
 		logger.Warn("no tools: give --config (or another tool source); programs can only compute")
 	}
+	tel := startTelemetry(func(format string, args ...any) { logger.Warn(fmt.Sprintf(format, args...)) })
+	defer tel.shutdown() // after the runs: srv.Close below waits for them
+	runtimeOpts := f.runtime.options(nil)
+	tel.configure(&runtimeOpts)
 	srv, err := mcp.NewServer(mcp.ServerOptions{
 		Version:            version(),
-		Runtime:            f.runtime.options(nil),
+		Runtime:            runtimeOpts,
 		Logger:             logger,
 		MaxRuns:            f.maxRuns,
 		MaxSessions:        noneIfZero(f.httpMaxSessions),

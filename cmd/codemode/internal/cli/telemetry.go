@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/codemode-go/codemode"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// telemetry is the OpenTelemetry export the OTEL_* environment asked
+// for. The exporters read the rest of the standard variables themselves
+// (headers, timeouts, TLS, compression, OTEL_TRACES_SAMPLER, batching).
+type telemetry struct {
+	tp   *sdktrace.TracerProvider // nil: traces are off
+	mp   *sdkmetric.MeterProvider // nil: metrics are off
+	warn func(format string, args ...any)
+}
+
+// flushTimeout bounds the export at exit, so an unreachable collector
+// delays the command's end by at most this.
+const flushTimeout = 5 * time.Second
+
+// signals says which signals to export.
+type signals struct{ traces, metrics bool }
+
+// telemetryPlan reads the environment as the OpenTelemetry SDK
+// specification describes, except that a signal is exported only when
+// asked: an OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT, or the signal's
+// own) is set, or OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER names
+// otlp. A command that exported to localhost:4318 whenever nothing was
+// set would log export errors on every machine without a collector.
+// The returned warnings name what was asked for but is not supported.
+func telemetryPlan(getenv func(string) string) (signals, []string) {
+	var warnings []string
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+		return signals{}, nil
+	}
+	want := func(signal, exporterVar string) bool {
+		endpoint := getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_"+signal+"_ENDPOINT") != ""
+		on := endpoint
+		if v := strings.TrimSpace(getenv(exporterVar)); v != "" {
+			on = false
+			for e := range strings.SplitSeq(v, ",") {
+				switch e = strings.TrimSpace(e); e {
+				case "otlp":
+					on = true
+				case "none", "":
+				default:
+					warnings = append(warnings, exporterVar+"="+e+" is not supported (only otlp or none)")
+				}
+			}
+		}
+		if !on {
+			return false
+		}
+		protocol := getenv("OTEL_EXPORTER_OTLP_" + signal + "_PROTOCOL")
+		if protocol == "" {
+			protocol = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+		}
+		switch protocol {
+		case "", "http/protobuf", "http/json":
+			return true
+		}
+		warnings = append(warnings, "OTLP over "+protocol+" is not supported, so "+strings.ToLower(signal)+" are not exported: codemode exports OTLP over HTTP (http/protobuf, port 4318)")
+		return false
+	}
+	s := signals{traces: want("TRACES", "OTEL_TRACES_EXPORTER"), metrics: want("METRICS", "OTEL_METRICS_EXPORTER")}
+	return s, warnings
+}
+
+// startTelemetry starts the export the environment asks for. It never
+// fails a command: what cannot start is a warning and stays off.
+func startTelemetry(warn func(format string, args ...any)) *telemetry {
+	t := &telemetry{warn: warn}
+	plan, warnings := telemetryPlan(os.Getenv)
+	for _, w := range warnings {
+		warn("telemetry: %s", w)
+	}
+	if !plan.traces && !plan.metrics {
+		return t
+	}
+	ctx := context.Background()
+	// service.name defaults to codemode; OTEL_SERVICE_NAME and
+	// OTEL_RESOURCE_ATTRIBUTES, read later, override it.
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", "codemode"), attribute.String("service.version", version())),
+		resource.WithTelemetrySDK(),
+		resource.WithFromEnv())
+	if err != nil {
+		warn("telemetry: resource: %v", err) // res still holds what was understood
+	}
+	// Export errors come later, from the exporters' goroutines.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { warn("telemetry: %v", err) }))
+	if plan.traces {
+		if exp, err := otlptracehttp.New(ctx); err != nil {
+			warn("telemetry: traces are not exported: %v", err)
+		} else {
+			t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+		}
+	}
+	if plan.metrics {
+		if exp, err := otlpmetrichttp.New(ctx); err != nil {
+			warn("telemetry: metrics are not exported: %v", err)
+		} else {
+			t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)), sdkmetric.WithResource(res))
+		}
+	}
+	return t
+}
+
+// configure gives o the providers that are on.
+func (t *telemetry) configure(o *codemode.Options) {
+	// Assigned one by one: a nil *TracerProvider in the interface field
+	// would not be a nil interface.
+	if t.tp != nil {
+		o.TracerProvider = t.tp
+	}
+	if t.mp != nil {
+		o.MeterProvider = t.mp
+	}
+}
+
+// shutdown exports what is buffered and stops the exporters; call it
+// after the runs have ended.
+func (t *telemetry) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	var errs []error
+	if t.tp != nil {
+		errs = append(errs, t.tp.Shutdown(ctx))
+	}
+	if t.mp != nil {
+		errs = append(errs, t.mp.Shutdown(ctx))
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.warn("telemetry: flushing at exit: %v", err)
+	}
+}
