@@ -171,6 +171,8 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fmt.Fprintf(stderr, "codemode mcp: %v\n", err)
 		return exitUsage
 	}
+	// The go-sdk's per-session records go to debug (see quietSDK).
+	logger = slog.New(quietSDK{logger.Handler()})
 
 	src, err := f.sources.open(ctx, logger)
 	if err != nil {
