@@ -229,10 +229,14 @@ func TestOptionalBody(t *testing.T) {
 	}
 }
 
-func TestUnsupportedBodySkipped(t *testing.T) {
+// TestFormBodyWhole: a form body without properties is the one field
+// "body", an object of the fields to send.
+func TestFormBodyWhole(t *testing.T) {
 	api := convert(t, bodySpec, Options{})
-	if len(api.Skipped) != 1 || api.Skipped[0].Operation != "formBody" ||
-		!strings.Contains(api.Skipped[0].Reason, "application/x-www-form-urlencoded is not supported") {
-		t.Fatalf("skipped = %+v", api.Skipped)
+	if len(api.Skipped) != 0 {
+		t.Fatalf("got skipped %+v, want none", api.Skipped)
+	}
+	if got, want := schemaJSON(t, lookup(t, api.Tools, "formBody")), `{"type":"object","properties":{"body":{"type":"object"}},"required":["body"],"additionalProperties":false}`; got != want {
+		t.Errorf("got input schema %s, want %s", got, want)
 	}
 }

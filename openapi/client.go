@@ -197,9 +197,8 @@ func (o *operation) request(ctx context.Context, raw json.RawMessage) (*http.Req
 	paths := map[string]string{} // parameter name → its segment text, escaped
 	var query []string
 	headers := http.Header{}
-	var body bytes.Buffer
-	bodyFields := 0
-	for _, f := range o.fields {
+	var bodyVals []bodyValue
+	for i, f := range o.fields {
 		rawv, present := input[f.key]
 		if !present || (f.in != "body" && string(rawv) == "null") {
 			if f.required {
@@ -208,21 +207,7 @@ func (o *operation) request(ctx context.Context, raw json.RawMessage) (*http.Req
 			continue
 		}
 		if f.in == "body" {
-			if f.whole {
-				body.Write(rawv)
-				bodyFields++
-				continue
-			}
-			if bodyFields == 0 {
-				body.WriteByte('{')
-			} else {
-				body.WriteByte(',')
-			}
-			name, _ := json.Marshal(f.name)
-			body.Write(name)
-			body.WriteByte(':')
-			body.Write(rawv)
-			bodyFields++
+			bodyVals = append(bodyVals, bodyValue{&o.fields[i], rawv})
 			continue
 		}
 		v, err := decodeValue(rawv)
@@ -250,12 +235,11 @@ func (o *operation) request(ctx context.Context, raw json.RawMessage) (*http.Req
 	if err != nil {
 		return nil, err
 	}
-	flattened := bodyFields > 0 && !slices.ContainsFunc(o.fields, func(f field) bool { return f.whole })
-	if flattened {
-		body.WriteByte('}')
-	}
-	if o.bodyType != "" && bodyFields == 0 && o.bodyReq {
-		body.WriteString("{}")
+	// The body is written before anything is sent, so that an input it
+	// cannot take (a file that is not base64) fails the call here.
+	payload, contentType, err := o.payload(bodyVals)
+	if err != nil {
+		return nil, err
 	}
 	b := *base
 	b.RawQuery, b.Fragment = "", ""
@@ -271,8 +255,8 @@ func (o *operation) request(ctx context.Context, raw json.RawMessage) (*http.Req
 		return nil, codemode.ToolError("the input makes an invalid URL")
 	}
 	var rd io.Reader
-	if body.Len() > 0 {
-		rd = bytes.NewReader(body.Bytes())
+	if contentType != "" {
+		rd = bytes.NewReader(payload)
 	}
 	req, err := http.NewRequestWithContext(ctx, o.method, target.String(), rd)
 	if err != nil {
@@ -287,7 +271,7 @@ func (o *operation) request(ctx context.Context, raw json.RawMessage) (*http.Req
 		req.Header[k] = vs
 	}
 	if rd != nil {
-		req.Header.Set("Content-Type", o.bodyType)
+		req.Header.Set("Content-Type", contentType)
 	}
 	req.Header.Set("Accept", o.accept)
 	return req, nil

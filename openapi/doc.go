@@ -27,7 +27,8 @@
 //
 // A tool takes one object. Its properties are the operation's path, query
 // and header parameters (path, then query, then header) and then the
-// request body: the properties of a plain object body (type object with
+// request body (see Bodies for how each media type is sent): the
+// properties of a plain JSON, form or multipart object body (type object with
 // properties; not composed, nullable, open through additionalProperties
 // or patternProperties, or conditionally required) stand beside the
 // parameters; any other body is the single property "body". An optional
@@ -53,10 +54,63 @@
 // parameters named Accept, Content-Type or Authorization are ignored, as
 // the specification says. An optional cookie parameter is left out of the
 // input; an operation that needs a cookie, another style (matrix, label,
-// spaceDelimited, pipeDelimited), a non-JSON request body it cannot do
-// without (multipart, form-urlencoded), or whose successful responses are
-// only binary or streams, is not converted: it is listed in API.Skipped
-// with the reason.
+// spaceDelimited, pipeDelimited), a request body it cannot send (see
+// Bodies), or whose successful responses are only binary or streams, is
+// not converted: it is listed in API.Skipped with the reason.
+//
+// # Bodies
+//
+// A request body offered in several media types is sent in the first of
+// JSON (application/json and any +json type), then
+// application/x-www-form-urlencoded, then multipart/form-data, then text
+// (text/*, XML, YAML, or any type whose schema is a plain string), then
+// any other type as raw bytes; among equals, in document order.
+//
+// A form body has a field per property, written as a query parameter of
+// the style its encoding object gives would be: form and exploded by
+// default (an array repeats the field, an object's members become
+// fields), form unexploded (a=1,2), or deepObject (filter[color]=red).
+// Primitives are sent as their text, a property whose encoding
+// contentType is JSON (and that has no style) as JSON text, and a null
+// property not at all. Reserved characters are always percent-encoded
+// (allowReserved is not honoured: a "&" would start another field).
+//
+// A multipart body has a part per property, in schema order, named after
+// it; a null property has none. A file, that is a string of format binary
+// (or 3.0's base64), one with a contentMediaType or a contentEncoding
+// (3.1), or any property whose encoding contentType is not a text type,
+// takes an object { data: "<base64>", filename?: "...", contentType?:
+// "..." }, as its input schema and signature say: data is base64
+// (standard or URL-safe, padding optional), filename defaults to the
+// property's name, and contentType to the encoding's contentType (its
+// first type, when it lists several), else the contentMediaType, else
+// application/octet-stream. A contentEncoding of base64 (or 3.0's format
+// base64) sends the bytes base64-encoded, with Content-Transfer-Encoding:
+// base64. An array of files, or of primitives, sends a part per item.
+// Strings, numbers and booleans are text parts, with no Content-Type
+// unless the encoding gives a text type; objects and other arrays are one
+// application/json part (or the JSON type the encoding gives); a
+// structured property whose encoding gives another text type (XML, CSV)
+// takes that text as a string. A property without a type takes text or a
+// file: OpenAPI's default part type for it is application/octet-stream,
+// and such properties hold uploads in practice. Part headers the encoding
+// declares are sent when their schema fixes a value (const, an enum of
+// one, a default); Content-Type and Content-Disposition are the tool's.
+//
+// A text body is the property "body", a string sent as it is. Any other
+// media type is a raw body: "body" is { data: "<base64>", contentType?:
+// "..." }, sent as bytes with the declared type or the one given; a
+// wildcard type (image/*) must be given. A file whose data is not base64,
+// whose filename holds a control character or whose contentType is not a
+// media type fails the call before anything is sent.
+//
+// A body none of whose media types can be sent (multipart/mixed and the
+// other multipart types, a form or multipart schema that is not an
+// object, a form property in another style, a part header that is
+// required and has no fixed value) skips the operation, whether the body
+// is required or not, with the reason in API.Skipped: a tool that cannot
+// send what its API takes would have the model believe its calls did
+// what they asked.
 //
 // # Schemas
 //

@@ -1,7 +1,9 @@
 package openapi
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"testing"
 
@@ -20,7 +22,7 @@ func FuzzFromSpec(f *testing.F) {
 			f.Add(data)
 		}
 	}
-	for _, s := range []string{paramSpec, bodySpec, authSpec, clientSpec, serverSpec} {
+	for _, s := range []string{paramSpec, bodySpec, authSpec, clientSpec, serverSpec, formSpec, formSpec31} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -56,5 +58,40 @@ func FuzzFromSpec(f *testing.F) {
 			}
 		}
 		walk(api.Tools, 0)
+	})
+}
+
+// FuzzBodyInput: no input a program passes makes writing a form,
+// multipart, text or binary body panic, and a body that is written can be
+// read back whole.
+func FuzzBodyInput(f *testing.F) {
+	for _, in := range []string{
+		`{"name": "n", "tags": ["a"], "filter": {"x": {"y": [1, {}]}}, "meta": null}`,
+		`{"file": {"data": "aGk=", "filename": "a\"b", "contentType": "text/plain; charset=utf-8"}, "attachments": [{"data": ""}], "meta": [1]}`,
+		`{"body": {"data": "-_-_", "contentType": "a/b"}}`,
+		`{"body": "text"}`,
+		`{"body": {"a": {"b": []}}}`,
+		`{"avatar": {"data": "===="}, "spec": {"data": 1}, "extra": [1]}`,
+	} {
+		f.Add(in)
+	}
+	var ops []*operation
+	for _, spec := range []string{formSpec, formSpec31} {
+		o, _ := plans(f, []byte(spec))
+		for _, op := range o {
+			op.server = "http://127.0.0.1:1"
+			ops = append(ops, op)
+		}
+	}
+	f.Fuzz(func(t *testing.T, input string) {
+		for _, o := range ops {
+			req, err := o.request(context.Background(), json.RawMessage(input))
+			if err != nil || req.Body == nil {
+				continue
+			}
+			if _, err := io.ReadAll(req.Body); err != nil {
+				t.Fatalf("%s: the body cannot be read: %v", o.id, err)
+			}
+		}
 	})
 }

@@ -85,7 +85,7 @@ type Skipped struct {
 	// Operation is the operationId, or "METHOD /path" when there is none.
 	Operation string
 	// Reason says what made the operation unusable, e.g. "request body
-	// media type multipart/form-data is not supported (only JSON)".
+	// media type multipart/mixed is not supported".
 	Reason string
 }
 

@@ -40,8 +40,7 @@ type operation struct {
 	path     string // the path template
 	server   string // the chosen server URL, variables substituted; "" when none
 	fields   []field
-	bodyType string // request media type; "" when there is no body
-	bodyReq  bool
+	body     reqBody
 	accept   string
 	security security
 }
@@ -268,99 +267,6 @@ func (b *builder) parameters(o *operation, item *v3.PathItem, op *v3.Operation) 
 		o.fields = append(o.fields, f)
 	}
 	return ""
-}
-
-// requestBody reads a JSON request body: the properties of a plain object
-// body become input fields; any other body is the one field "body".
-func (b *builder) requestBody(o *operation, op *v3.Operation) string {
-	rb := op.RequestBody
-	if rb == nil || rb.Content == nil || rb.Content.Len() == 0 {
-		return ""
-	}
-	required := rb.Required != nil && *rb.Required
-	mt, media := firstMedia(rb.Content, isJSON)
-	if media == nil {
-		if !required {
-			return "" // an optional body the tool cannot send is left out
-		}
-		return fmt.Sprintf("request body media type %s is not supported (only JSON)", mediaList(rb.Content))
-	}
-	o.bodyType, o.bodyReq = mt, required
-	var node *yaml.Node
-	if media.GoLow() != nil {
-		node = schemaNode(media.GoLow().RootNode, media.GoLow().Schema)
-	}
-	s := b.conv.convert(node, forRequest)
-	if b.flattenable(node, required) && len(s.Properties) > 0 {
-		req := map[string]bool{}
-		for _, r := range s.Required {
-			req[r] = true
-		}
-		for _, name := range s.PropertyOrder {
-			o.fields = append(o.fields, field{in: "body", name: name, key: name, required: req[name], schema: s.Properties[name]})
-		}
-		return ""
-	}
-	if d := strings.TrimSpace(rb.Description); d != "" && s.Description == "" {
-		s.Description = d
-	}
-	o.fields = append(o.fields, field{in: "body", name: "body", key: "body", whole: true, required: required, schema: s})
-	return ""
-}
-
-// flattenable reports whether a body schema is a closed plain object whose
-// properties can stand beside the parameters: an object with properties
-// and nothing that makes its shape conditional, composed, nullable or open.
-// A body that is optional but has required properties stays whole too,
-// since its fields are required only when it is sent.
-func (b *builder) flattenable(node *yaml.Node, bodyRequired bool) bool {
-	n := deAlias(node)
-	for hops := 0; hops < maxRefHops; hops++ {
-		ref, ok := refOf(n)
-		if !ok {
-			break
-		}
-		if !b.conv.oas30 && len(n.Content) > 2 {
-			return false // siblings beside the reference: keep it whole
-		}
-		if n = b.conv.resolve(ref); n == nil {
-			return false
-		}
-		n = deAlias(n)
-	}
-	if n.Kind != yaml.MappingNode {
-		return false
-	}
-	if props := mapValue(n, "properties"); props == nil || deAlias(props).Kind != yaml.MappingNode {
-		return false
-	}
-	if t := mapValue(n, "type"); t != nil {
-		if types := stringsOf(deAlias(t)); len(types) != 1 || types[0] != "object" {
-			return false
-		}
-	}
-	for _, k := range []string{"allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentRequired",
-		"dependentSchemas", "patternProperties", "unevaluatedProperties", "minProperties", "maxProperties", "discriminator"} {
-		if mapValue(n, k) != nil {
-			return false
-		}
-	}
-	if v := mapValue(n, "nullable"); v != nil {
-		if b, _ := boolValue(deAlias(v)); b {
-			return false
-		}
-	}
-	if v := mapValue(n, "additionalProperties"); v != nil {
-		if b, ok := boolValue(deAlias(v)); !ok || b {
-			return false // a dictionary: extra keys are meant to be sent
-		}
-	}
-	if !bodyRequired {
-		if r := deAlias(mapValue(n, "required")); r.Kind == yaml.SequenceNode && len(r.Content) > 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // assignKeys gives every field its input property name. A name used in

@@ -264,7 +264,7 @@ paths:
       operationId: upload
       requestBody:
         required: true
-        content: {multipart/form-data: {schema: {type: object}}}
+        content: {multipart/mixed: {schema: {type: object}}}
       responses: {"200": {description: ok}}
   /download:
     get:
@@ -292,7 +292,7 @@ paths:
 		"cookieRequired": `required cookie parameter "sid" is not supported`,
 		"pipes":          `query parameter "ids" uses style "pipeDelimited", which is not supported`,
 		"matrix":         `path parameter "id" uses style "matrix", which is not supported`,
-		"upload":         "request body media type multipart/form-data is not supported (only JSON)",
+		"upload":         "request body media type multipart/mixed is not supported",
 		"download":       "binary response (application/octet-stream) is not supported (only JSON and text)",
 		"events":         "streaming response (text/event-stream) is not supported (only JSON and text)",
 		"undeclared":     "path parameter {id} is not declared",
