@@ -1,6 +1,7 @@
 package openapi
 
 import (
+	"os"
 	"testing"
 
 	"github.com/codemode-go/codemode/internal/tsctest"
@@ -21,4 +22,31 @@ func TestGitHubSignaturesTypeCheck(t *testing.T) {
 	d.Check(t, tsc)
 	ins := rt.Instructions()
 	t.Logf("%d tools; Instructions() at the default budget: %d characters, about %d tokens", d.Len(), len(ins), (len([]rune(ins))+3)/4)
+}
+
+// TestBodySignaturesTypeCheck type-checks the signatures of tools with
+// form, multipart, text and raw bodies: file objects, arrays of them, and
+// the text-or-file union of untyped multipart properties.
+func TestBodySignaturesTypeCheck(t *testing.T) {
+	tsc := tsctest.Compiler(t)
+	readme, err := os.ReadFile("testdata/readme-bodies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	petstore, err := os.ReadFile("testdata/petstore-bodies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, spec := range map[string]string{"forms": formSpec, "forms31": formSpec31, "readme": string(readme), "petstore": string(petstore)} {
+		t.Run(name, func(t *testing.T) {
+			rt := mountable(t, convert(t, spec, Options{}))
+			var d tsctest.Declarations
+			for _, e := range rt.Catalog() {
+				if err := d.AddSignature(e.Segments, e.Signature); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d.Check(t, tsc)
+		})
+	}
 }
