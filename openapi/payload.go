@@ -226,7 +226,7 @@ func writePart(w *multipart.Writer, name, key string, v any, p *part) error {
 		h.Set("Content-Type", ct)
 		return writeBytes(w, h, data)
 	case partJSON:
-		data, _ := json.Marshal(v)
+		data := marshalJSON(v)
 		h := partHeader(name, p)
 		h.Set("Content-Type", p.contentType)
 		return writeBytes(w, h, data)
@@ -235,7 +235,7 @@ func writePart(w *multipart.Writer, name, key string, v any, p *part) error {
 	s, ok := scalar(v)
 	if !ok {
 		// A value the schema does not type as a primitive: JSON.
-		data, _ := json.Marshal(v)
+		data := marshalJSON(v)
 		h.Set("Content-Type", "application/json")
 		return writeBytes(w, h, data)
 	}
@@ -243,6 +243,17 @@ func writePart(w *multipart.Writer, name, key string, v any, p *part) error {
 		h.Set("Content-Type", p.contentType)
 	}
 	return writeBytes(w, h, []byte(s))
+}
+
+// marshalJSON writes a decoded input value back as JSON, without the
+// HTML escaping of "<", ">" and "&" that json.Marshal adds: a part holds
+// what the program gave.
+func marshalJSON(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // decoded JSON always encodes
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
 // quoteEscaper escapes a name or filename inside a quoted

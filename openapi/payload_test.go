@@ -86,6 +86,19 @@ paths:
               doc: {contentType: application/xml}
               logo: {contentType: image/webp}
       responses: {"200": {description: ok, content: {application/json: {schema: {type: object}}}}}
+  /upload/optional:
+    post:
+      operationId: uploadOptional
+      requestBody:
+        content:
+          multipart/form-data:
+            schema:
+              type: object
+              properties:
+                file: {type: string, format: binary}
+                note: {type: string}
+              required: [file]
+      responses: {"200": {description: ok, content: {application/json: {schema: {type: object}}}}}
   /raw:
     put:
       operationId: raw
@@ -314,18 +327,18 @@ func TestMultipartBody(t *testing.T) {
 	api := convert(t, formSpec, Options{BaseURL: srv.URL})
 	png := "\x89PNG\r\n\x1a\n\x00\xff binary"
 	cases := []struct {
-		name, input string
-		want        []receivedPart
-		files       map[string][]string // as ParseMultipartForm sees them
-		values      map[string][]string
+		name, tool, input string
+		want              []receivedPart
+		files             map[string][]string // as ParseMultipartForm sees them
+		values            map[string][]string
 	}{
-		{"one file", `{"file": {"data": "` + b64(png) + `", "filename": "cat.png"}}`,
+		{"one file", "upload", `{"file": {"data": "` + b64(png) + `", "filename": "cat.png"}}`,
 			[]receivedPart{{Name: "file", Filename: "cat.png", ContentType: "image/png", Kind: "photo", Data: []byte(png)}},
 			map[string][]string{"file": {"cat.png"}}, map[string][]string{}},
-		{"file defaults and a content type", `{"file": {"data": "` + base64.RawURLEncoding.EncodeToString([]byte(png)) + `", "contentType": "image/jpeg"}}`,
+		{"file defaults and a content type", "upload", `{"file": {"data": "` + base64.RawURLEncoding.EncodeToString([]byte(png)) + `", "contentType": "image/jpeg"}}`,
 			[]receivedPart{{Name: "file", Filename: "file", ContentType: "image/jpeg", Kind: "photo", Data: []byte(png)}},
 			map[string][]string{"file": {"file"}}, map[string][]string{}},
-		{"text fields", `{"title": "Hi \"there\"", "count": 2, "flag": false, "csv": "a,b", "file": {"data": ""}}`,
+		{"text fields", "upload", `{"title": "Hi \"there\"", "count": 2, "flag": false, "csv": "a,b", "file": {"data": ""}}`,
 			[]receivedPart{
 				{Name: "title", Data: []byte(`Hi "there"`)},
 				{Name: "count", Data: []byte("2")},
@@ -335,32 +348,35 @@ func TestMultipartBody(t *testing.T) {
 			},
 			map[string][]string{"file": {"file"}},
 			map[string][]string{"title": {`Hi "there"`}, "count": {"2"}, "flag": {"false"}, "csv": {"a,b"}}},
-		{"several files", `{"file": {"data": "` + b64("1") + `"}, "attachments": [{"data": "` + b64("a") + `", "filename": "a.txt", "contentType": "text/plain"}, {"data": "` + b64("b") + `", "filename": "b.bin"}]}`,
+		{"several files", "upload", `{"file": {"data": "` + b64("1") + `"}, "attachments": [{"data": "` + b64("a") + `", "filename": "a.txt", "contentType": "text/plain"}, {"data": "` + b64("b") + `", "filename": "b.bin"}]}`,
 			[]receivedPart{
 				{Name: "file", Filename: "file", ContentType: "image/png", Kind: "photo", Data: []byte("1")},
 				{Name: "attachments", Filename: "a.txt", ContentType: "text/plain", Data: []byte("a")},
 				{Name: "attachments", Filename: "b.bin", ContentType: "application/octet-stream", Data: []byte("b")},
 			},
 			map[string][]string{"file": {"file"}, "attachments": {"a.txt", "b.bin"}}, map[string][]string{}},
-		{"JSON part and repeated text parts", `{"file": {"data": ""}, "tags": ["x", "y"], "meta": {"a": 1}}`,
+		{"JSON part and repeated text parts", "upload", `{"file": {"data": ""}, "tags": ["x", "y"], "meta": {"a": 1, "b": "<&>"}}`,
 			[]receivedPart{
 				{Name: "file", Filename: "file", ContentType: "image/png", Kind: "photo", Data: []byte{}},
 				{Name: "tags", Data: []byte("x")},
 				{Name: "tags", Data: []byte("y")},
-				{Name: "meta", ContentType: "application/json", Data: []byte(`{"a":1}`)},
+				{Name: "meta", ContentType: "application/json", Data: []byte(`{"a":1,"b":"<&>"}`)},
 			},
-			map[string][]string{"file": {"file"}}, map[string][]string{"tags": {"x", "y"}, "meta": {`{"a":1}`}}},
-		{"types the encoding declares", `{"file": {"data": ""}, "doc": "<doc><a>1</a></doc>", "logo": {"data": "` + b64("RIFF") + `"}}`,
+			map[string][]string{"file": {"file"}}, map[string][]string{"tags": {"x", "y"}, "meta": {`{"a":1,"b":"<&>"}`}}},
+		{"types the encoding declares", "upload", `{"file": {"data": ""}, "doc": "<doc><a>1</a></doc>", "logo": {"data": "` + b64("RIFF") + `"}}`,
 			[]receivedPart{
 				{Name: "file", Filename: "file", ContentType: "image/png", Kind: "photo", Data: []byte{}},
 				{Name: "doc", ContentType: "application/xml", Data: []byte("<doc><a>1</a></doc>")},
 				{Name: "logo", Filename: "logo", ContentType: "image/webp", Data: []byte("RIFF")},
 			},
 			map[string][]string{"file": {"file"}, "logo": {"logo"}}, map[string][]string{"doc": {"<doc><a>1</a></doc>"}}},
+		{"whole body", "uploadOptional", `{"body": {"note": "n", "file": {"data": "` + b64("x") + `"}}}`,
+			[]receivedPart{{Name: "file", Filename: "file", ContentType: "application/octet-stream", Data: []byte("x")}, {Name: "note", Data: []byte("n")}},
+			map[string][]string{"file": {"file"}}, map[string][]string{"note": {"n"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := sent(t, api, "upload", c.input)
+			got := sent(t, api, c.tool, c.input)
 			if got.ContentType != "multipart/form-data" {
 				t.Errorf("got Content-Type %q, want multipart/form-data", got.ContentType)
 			}
@@ -372,6 +388,11 @@ func TestMultipartBody(t *testing.T) {
 			}
 		})
 	}
+	t.Run("optional body left out", func(t *testing.T) {
+		if got := sent(t, api, "uploadOptional", `{}`); got.ContentType != "" || len(got.Body) != 0 {
+			t.Errorf("got %q (%s), want no body", got.Body, got.ContentType)
+		}
+	})
 }
 
 // TestMultipartFiles31: OpenAPI 3.1's contentMediaType and contentEncoding
@@ -439,6 +460,7 @@ func TestBadFileInput(t *testing.T) {
 		{"unknown member", "upload", `{"file": {"data": "", "name": "a"}}`, `"name" is not one of its properties`},
 		{"line break in the filename", "upload", `{"file": {"data": "", "filename": "a\r\nX-Evil: 1"}}`, `"filename" must be a string without control characters`},
 		{"bad content type", "upload", `{"file": {"data": "", "contentType": "image/*"}}`, `"contentType" must be a media type`},
+		{"in a whole body", "uploadOptional", `{"body": {"file": 1}}`, `invalid input property "body.file": a file is an object { data: "<base64>", filename?: "...", contentType?: "..." }, not a number`},
 		{"one of several files", "upload", `{"file": {"data": ""}, "attachments": [{"data": ""}, "x"]}`, `invalid input property "attachments[1]": a file is an object`},
 		{"a raw body as a string", "raw", `{"body": "AAEC"}`, `invalid input property "body": a file is an object { data: "<base64>", contentType?: "..." }, not a string`},
 		{"a filename for a raw body", "raw", `{"body": {"data": "", "filename": "x"}}`, `"filename" is not one of its properties`},
