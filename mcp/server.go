@@ -199,8 +199,8 @@ func (s *Server) HTTPHandler() http.Handler {
 		case sessions <- struct{}{}:
 		default:
 			s.log.Warn("refused a new HTTP session: at the session limit", "maxSessions", limit, "remote", r.RemoteAddr)
-			http.Error(w, fmt.Sprintf("Service Unavailable: the server already has its limit of %d sessions open; "+
-				"end one (DELETE) or retry once an idle session has expired", limit), http.StatusServiceUnavailable)
+			http.Error(w, fmt.Sprintf("Service Unavailable: the server already has its limit of %s open; "+
+				"end one (DELETE) or retry once an idle session has expired", plural(limit, "session")), http.StatusServiceUnavailable)
 			return
 		}
 		h.ServeHTTP(w, r)
