@@ -539,7 +539,7 @@ func TestMCPHTTPSessionFlags(t *testing.T) {
 		t.Fatalf("first session: got %d %q, want 200", resp.StatusCode, body)
 	}
 	// Within the idle timeout (a generous 3s between two requests).
-	if resp, body := post(t, url, nil); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "limit of 1 sessions") {
+	if resp, body := post(t, url, nil); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "limit of 1 session open") {
 		t.Errorf("second session: got %d %q, want 503 naming the limit", resp.StatusCode, body)
 	}
 	if !strings.Contains(stderr.String(), "refused a new HTTP session") {
