@@ -3,6 +3,7 @@ package quickjs
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -66,9 +67,16 @@ type Engine struct {
 	compiled wazero.CompiledModule
 	version  string
 
+	// randomState is the offset of Math.random's state in every
+	// instance's memory (0: unknown, and images are unavailable).
+	randomState uint32
+	// globals names the exports of every mutable global (see instrument).
+	globals []string
+
 	mu     sync.Mutex
 	closed bool
 	live   sync.WaitGroup
+	images []*Image // captured, not yet closed
 }
 
 // NewEngine verifies and compiles cfg.Wasm.
@@ -126,13 +134,57 @@ func (e *Engine) init(ctx context.Context) error {
 	if err := instantiateHostModules(ctx, e.runtime); err != nil {
 		return err
 	}
-	in, err := e.newInstance(ctx, InstanceConfig{MemoryLimit: 8 << 20})
+	in, err := e.newInstance(ctx, InstanceConfig{MemoryLimit: 8 << 20, seedClock: seedSentinel * 1000})
 	if err != nil {
 		return err
 	}
 	defer in.Close()
+	e.randomState = findRandomState(in)
+	// The mutable globals instrument exported, in index order.
+	for i := uint32(0); i < 1<<10; i++ {
+		if in.mod.ExportedGlobal(globalExport(i)) != nil {
+			e.globals = append(e.globals, globalExport(i))
+		}
+	}
 	e.version, err = in.readCString(in.mustCall(xVersion))
 	return err
+}
+
+// seedSentinel is the realtime clock, in microseconds, that
+// findRandomState's instance reads while its context is created: a value
+// no other word of a fresh engine's memory holds.
+const seedSentinel = 0x0011_5eed_c0de_5eed
+
+// findRandomState returns where Math.random's state lives in an engine's
+// linear memory, or 0 when it cannot tell. As QuickJS creates a context it
+// seeds the state from the realtime clock in microseconds and steps it
+// once (xorshift64*) to derive the seed of its hash tables, stored in the
+// next word. The instance passed in read seedSentinel then, so the state
+// is the one aligned word holding the stepped sentinel, followed by that
+// hash seed. Every instance of the engine has the same layout, so an
+// instance made from an image gets a Math.random of its own by a write
+// there (the hash seed stays: hash tables built at boot depend on it).
+func findRandomState(in *Instance) uint32 {
+	size := in.mod.Memory().Size()
+	buf, ok := in.mod.Memory().Read(0, size)
+	if !ok {
+		return 0
+	}
+	x := uint64(seedSentinel)
+	x ^= x >> 12
+	x ^= x << 25
+	x ^= x >> 27
+	hash := uint32(x * 0x2545f4914f6cdd1d)
+	var at uint32
+	for off := uint32(0); off+12 <= size; off += 8 {
+		if binary.LittleEndian.Uint64(buf[off:]) == x && binary.LittleEndian.Uint32(buf[off+8:]) == hash {
+			if at != 0 {
+				return 0 // twice: not a unique mark
+			}
+			at = off
+		}
+	}
+	return at
 }
 
 // Version returns the engine's own QuickJS-NG version string.
@@ -151,6 +203,13 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.closed = true
 	e.mu.Unlock()
 	e.live.Wait()
+	e.mu.Lock()
+	images := e.images
+	e.images = nil
+	e.mu.Unlock()
+	for _, img := range images {
+		img.Close()
+	}
 	err := e.runtime.Close(ctx)
 	if cerr := e.cache.Close(ctx); err == nil {
 		err = cerr

@@ -110,7 +110,9 @@ func wasiClockTimeGet(ctx context.Context, mod api.Module, stack []uint64) {
 	switch id {
 	case 0: // realtime
 		ns = time.Now().UnixNano()
-		if in != nil && in.seedJitter != 0 {
+		if in != nil && in.seedJitter != 0 && in.seedClock != 0 {
+			ns = in.seedClock // see Engine.findRandomState
+		} else if in != nil && in.seedJitter != 0 {
 			// While the context is created, QuickJS seeds Math.random from
 			// the realtime clock in microseconds. Moving the reading inside
 			// the current millisecond gives every instance its own seed

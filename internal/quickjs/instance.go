@@ -36,6 +36,10 @@ type InstanceConfig struct {
 
 	// Host serves calls of host functions.
 	Host HostFunc
+
+	// seedClock, when set, is what the realtime clock reads (in
+	// nanoseconds) while the context is created: see findRandomState.
+	seedClock int64
 }
 
 // Value is a guest pointer to a heap-allocated JSValue (a "box"). A box
@@ -75,6 +79,8 @@ type rejection struct {
 // [Instance.Interrupt], which any goroutine may call.
 type Instance struct {
 	e    *Engine
+	img  *Image         // the image it was made from, which may reuse it
+	cfg  InstanceConfig // with defaults applied
 	mod  api.Module
 	ctx  context.Context
 	mem  *reservedMemory
@@ -96,6 +102,7 @@ type Instance struct {
 	origin     int64 // the first monotonic reading, performance.now's origin
 	originRead bool
 	seedJitter int64
+	seedClock  int64
 	rng        *rand.ChaCha8
 	stderr     []byte
 	rejections []rejection
@@ -145,14 +152,7 @@ func (e *Engine) newInstance(ctx context.Context, cfg InstanceConfig) (in *Insta
 	if cfg.StackSize == 0 {
 		cfg.StackSize = 256 << 10
 	}
-	// The linear memory also holds the engine's static data, its C stack and
-	// allocator overhead; the hard cap leaves room for them.
-	capBytes := cfg.MemoryLimit + cfg.MemoryLimit/4 + 8<<20
-	if capBytes > e.cfg.MaxMemoryBytes {
-		capBytes = e.cfg.MaxMemoryBytes
-	}
-	capBytes = (capBytes + 65535) &^ 65535
-	mem, err := newReservedMemory(capBytes)
+	mem, err := newReservedMemory(reservation(e, cfg.MemoryLimit))
 	if err != nil {
 		return nil, fmt.Errorf("quickjs: reserve linear memory: %w", err)
 	}
@@ -161,12 +161,14 @@ func (e *Engine) newInstance(ctx context.Context, cfg InstanceConfig) (in *Insta
 	ctx, cancel := context.WithCancel(ctx)
 	in = &Instance{
 		e:          e,
+		cfg:        cfg,
 		cancel:     cancel,
 		mem:        mem,
 		host:       cfg.Host,
 		born:       time.Now(),
 		rng:        rand.NewChaCha8(seed),
 		seedJitter: int64(1 + uint64(seed[0])<<16 | uint64(seed[1])<<8 | uint64(seed[2])),
+		seedClock:  cfg.seedClock,
 	}
 	in.ctx = context.WithValue(ctx, instanceKey{}, in)
 	allocCtx := experimental.WithMemoryAllocator(in.ctx,
@@ -687,13 +689,21 @@ func (in *Instance) Close() {
 	if in.released.Swap(true) {
 		return
 	}
+	recycled := in.img != nil && in.img.recycle(in)
 	in.dead = true
-	if in.mod != nil {
-		_ = in.mod.Close(context.Background())
-	}
 	in.cancel()
-	in.mem.release()
+	if !recycled {
+		in.closeModule()
+	}
 	if in.counted {
 		in.e.live.Done()
 	}
+}
+
+// closeModule closes the wasm instance and unmaps its memory.
+func (in *Instance) closeModule() {
+	if in.mod != nil {
+		_ = in.mod.Close(context.Background())
+	}
+	in.mem.release()
 }

@@ -100,6 +100,40 @@ func instrument(mod []byte) ([]byte, error) {
 	g.WriteByte(0x0b)
 	secs[gi].body = g.Bytes()
 
+	// Export every mutable global the module defines, the fuel global
+	// included, so an instance's complete state is reachable from Go: an
+	// Image restores them (see image.go).
+	mutable, err := mutableGlobals(gr.b[gr.p:], count)
+	if err != nil {
+		return nil, err
+	}
+	mutable = append(mutable, count)
+	ei := -1
+	for i, s := range secs {
+		if s.id == 7 {
+			ei = i
+		}
+	}
+	if ei < 0 {
+		return nil, fmt.Errorf("%w: no export section", errMalformed)
+	}
+	er := &reader{b: secs[ei].body}
+	exports := er.u32()
+	if er.err != nil {
+		return nil, er.err
+	}
+	var x bytes.Buffer
+	x.Write(uleb(uint64(exports) + uint64(len(mutable))))
+	x.Write(er.b[er.p:])
+	for _, g := range mutable {
+		name := globalExport(importedGlobals + g)
+		x.Write(uleb(uint64(len(name))))
+		x.WriteString(name)
+		x.WriteByte(0x03)
+		x.Write(uleb(uint64(importedGlobals + g)))
+	}
+	secs[ei].body = x.Bytes()
+
 	inject := injection(fuelGlobal, tickFunc)
 	for i, s := range secs {
 		if s.id != 10 {
@@ -119,6 +153,32 @@ func instrument(mod []byte) ([]byte, error) {
 		out.Write(s.body)
 	}
 	return out.Bytes(), nil
+}
+
+// globalExportPrefix names the exports instrument adds for mutable
+// globals: the prefix and the global's index.
+const globalExportPrefix = "codemode_global_"
+
+func globalExport(index uint32) string { return fmt.Sprintf("%s%d", globalExportPrefix, index) }
+
+// mutableGlobals returns the module-relative indexes of the mutable
+// globals among the n entries of a global section's body.
+func mutableGlobals(body []byte, n uint32) ([]uint32, error) {
+	r := &reader{b: body}
+	var out []uint32
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		r.byte() // value type
+		if r.byte() == 0x01 {
+			out = append(out, i)
+		}
+		// A constant expression: one instruction, then end.
+		for op := r.byte(); op != 0x0b && r.err == nil; op = r.byte() {
+			if err := skipImmediates(r, op); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, r.err
 }
 
 // scanImports finds the function index of the tick import and counts

@@ -4,16 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
-	"sync/atomic"
 
 	"github.com/codemode-go/codemode/internal/quickjs"
 )
 
-// Runs start on instances prepared ahead of demand. Creating an instance,
-// loading the prelude and installing the bindings takes about half a
-// millisecond; a run that finds one ready skips all of it. Every instance
-// still serves exactly one run and is discarded after it, so each run
-// starts pristine, with its own memory and random seed.
+// Runs start on instances made from an image. Booting an instance
+// (creating it, loading the prelude, installing the bindings, warming it
+// up) takes about a millisecond; a configuration's image captures a booted
+// instance once, and every later run gets an instance in exactly that
+// state. Instances whose run ended cleanly are reset to the image and
+// reused (tens of microseconds); the others are closed, and one fresh
+// instance is made in the background in their place. Every run still gets
+// an instance of its own, pristine, with its own random seed.
 
 // booted is an instance with the prelude loaded and the bindings
 // installed, not yet bound to a run.
@@ -26,11 +28,8 @@ type booted struct {
 // garbage collection.
 const gcHeadroom = 1 << 20
 
-// poolDepth is how many prepared instances a pool keeps ready.
-const poolDepth = 2
-
 // maxPools bounds the distinct configurations (memory limit and bindings)
-// that keep prepared instances; the least recently used pool is dropped.
+// that keep an image; the least recently used one is dropped.
 const maxPools = 8
 
 type poolKey struct {
@@ -38,31 +37,36 @@ type poolKey struct {
 	spec   string
 }
 
-// A pool is refilled by the goroutine that releases a finished run's
-// instance, which starts anyway: taking a prepared instance wakes nobody,
-// and a run pays for no thread wakeup of its own beyond that one.
+// A pool is one configuration's image. It is made in the background when
+// the configuration runs a second time: a process that runs one program
+// (the CLI) should not boot a second instance next to it.
 type pool struct {
-	key       poolKey
-	ready     chan *booted // never full when a refill sends
-	used      uint64       // LRU clock value, under Sandbox.poolMu
-	active    bool         // refills happen; under Sandbox.poolMu
-	refilling atomic.Bool
+	key    poolKey
+	used   uint64 // LRU clock value, under Sandbox.poolMu
+	active bool   // the image was asked for; under Sandbox.poolMu
 
 	mu      sync.Mutex
+	img     *quickjs.Image
+	ctl     controls // the control values, valid in every instance of img
 	stopped bool
-	booting sync.WaitGroup // refills between their check of stopped and their send
+	working sync.WaitGroup // background work between its check of stopped and its end
 }
 
-// acquire returns a prepared instance for the configuration, or boots one
-// now when none is ready, and the pool to refill after the run (nil when
-// there is none).
+// acquire returns an instance for the configuration: from its image when
+// there is one, else booted now; and the pool to tell once the instance is
+// released (nil when there is none).
 func (s *Sandbox) acquire(memory uint64, spec string) (*booted, *pool, error) {
 	p := s.pool(poolKey{memory, spec})
 	if p != nil {
-		select {
-		case b := <-p.ready:
-			return b, p, nil
-		default:
+		p.mu.Lock()
+		img, ctl := p.img, p.ctl
+		p.mu.Unlock()
+		if img != nil {
+			in, err := img.NewInstance(context.Background(), nil)
+			if err != nil {
+				return nil, p, err
+			}
+			return &booted{in: in, ctl: ctl}, p, nil
 		}
 	}
 	b, err := s.boot(memory, spec)
@@ -79,12 +83,9 @@ func (s *Sandbox) pool(k poolKey) *pool {
 	s.poolClock++
 	if p := s.pools[k]; p != nil {
 		p.used = s.poolClock
-		// Refills start with the second run of a configuration: a
-		// process that runs one program (the CLI) should not boot spare
-		// instances next to it.
 		if !p.active {
 			p.active = true
-			go p.refill(s)
+			p.background(func() { p.capture(s) })
 		}
 		return p
 	}
@@ -98,7 +99,7 @@ func (s *Sandbox) pool(k poolKey) *pool {
 		delete(s.pools, oldest.key)
 		oldest.stop()
 	}
-	p := &pool{key: k, ready: make(chan *booted, poolDepth), used: s.poolClock}
+	p := &pool{key: k, used: s.poolClock}
 	if s.pools == nil {
 		s.pools = map[poolKey]*pool{}
 	}
@@ -106,73 +107,64 @@ func (s *Sandbox) pool(k poolKey) *pool {
 	return p
 }
 
-// refill boots instances until the pool is full or stopped. One refill
-// runs at a time; the others return at once, and the one running checks
-// again after it lets go, so a run taken meanwhile is not left unfilled.
-func (p *pool) refill(s *Sandbox) {
-	for len(p.ready) < cap(p.ready) {
-		if !p.refilling.CompareAndSwap(false, true) {
-			return
-		}
-		ok := p.fill(s)
-		p.refilling.Store(false)
-		if !ok {
-			return
-		}
+// background runs f on a goroutine of its own unless the pool stopped;
+// stop waits for it.
+func (p *pool) background(f func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return
+	}
+	p.working.Add(1)
+	go func() {
+		defer p.working.Done()
+		f()
+	}()
+}
+
+// capture boots an instance and keeps its image. When booting fails, runs
+// boot for themselves and report the error.
+func (p *pool) capture(s *Sandbox) {
+	b, err := s.boot(p.key.memory, p.key.spec)
+	if err != nil {
+		return
+	}
+	img, err := b.in.Capture()
+	b.in.Close()
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped || p.img != nil {
+		img.Close()
+		return
+	}
+	p.img, p.ctl = img, b.ctl
+}
+
+// released is called once a run's instance is closed. When it could not be
+// reused (its run grew the memory, or died), one instance is made ahead in
+// its place.
+func (p *pool) released() {
+	p.mu.Lock()
+	img := p.img
+	p.mu.Unlock()
+	if img != nil && img.Spares() == 0 {
+		p.background(func() { _ = img.Prepare(context.Background()) })
 	}
 }
 
-// fill boots until the pool is full; false when stopped or booting fails
-// (runs then boot for themselves and report the error).
-func (p *pool) fill(s *Sandbox) bool {
-	for len(p.ready) < cap(p.ready) {
-		p.mu.Lock()
-		if p.stopped {
-			p.mu.Unlock()
-			return false
-		}
-		p.booting.Add(1)
-		p.mu.Unlock()
-		b, err := s.boot(p.key.memory, p.key.spec)
-		if err == nil {
-			select {
-			case p.ready <- b:
-			default:
-				b.in.Close()
-			}
-		}
-		p.booting.Done()
-		if err != nil {
-			return false
-		}
-	}
-	return true
-}
-
-// released is called once a run's instance is closed.
-func (p *pool) released(s *Sandbox) {
-	s.poolMu.Lock()
-	active := p.active
-	s.poolMu.Unlock()
-	if active {
-		p.refill(s)
-	}
-}
-
-// stop ends refills and releases the ready instances. Callers hold
-// Sandbox.poolMu or own p exclusively.
+// stop releases the image and waits for background work.
 func (p *pool) stop() {
 	p.mu.Lock()
 	p.stopped = true
+	img := p.img
+	p.img = nil
 	p.mu.Unlock()
-	p.booting.Wait()
-	for {
-		select {
-		case b := <-p.ready:
-			b.in.Close()
-		default:
-			return
-		}
+	p.working.Wait()
+	if img != nil {
+		img.Close()
 	}
 }
 

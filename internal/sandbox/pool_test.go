@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/codemode-go/codemode/internal/quickjs"
 )
 
 // waitFor polls cond for up to five seconds.
@@ -21,10 +23,10 @@ func waitFor(cond func() bool) bool {
 	return true
 }
 
-// TestPoolPreparesAfterSecondRun checks a configuration's first run
-// prepares nothing, its second starts refills, and every later run's end
-// tops the pool up again.
-func TestPoolPreparesAfterSecondRun(t *testing.T) {
+// TestImageAfterSecondRun checks a configuration's first run captures
+// nothing, its second makes the image in the background, and later runs
+// take instances from it, reused once their run is over.
+func TestImageAfterSecondRun(t *testing.T) {
 	s, err := New(context.Background(), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -33,13 +35,16 @@ func TestPoolPreparesAfterSecondRun(t *testing.T) {
 	const mem = 24 << 20 // a configuration of its own
 	req := Request{Program: `(async () => 1)()`, MemoryBytes: mem}
 	key := poolKey{mem, bindingSpec(nil)}
-	ready := func() int {
+	image := func() *quickjs.Image {
 		s.poolMu.Lock()
-		defer s.poolMu.Unlock()
-		if p := s.pools[key]; p != nil {
-			return len(p.ready)
+		p := s.pools[key]
+		s.poolMu.Unlock()
+		if p == nil {
+			return nil
 		}
-		return -1
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.img
 	}
 	run := func() {
 		t.Helper()
@@ -50,18 +55,27 @@ func TestPoolPreparesAfterSecondRun(t *testing.T) {
 	}
 	run()
 	time.Sleep(20 * time.Millisecond)
-	if n := ready(); n != 0 {
-		t.Fatalf("%d instances prepared after one run", n)
+	if image() != nil {
+		t.Fatal("an image was made after one run")
 	}
 	run()
-	if !waitFor(func() bool { return ready() == poolDepth }) {
-		t.Fatalf("pool holds %d after the second run, want %d", ready(), poolDepth)
+	if !waitFor(func() bool { return image() != nil }) {
+		t.Fatal("no image after the second run")
 	}
 	for range 5 {
 		run()
 	}
-	if !waitFor(func() bool { return ready() == poolDepth }) {
-		t.Fatalf("pool holds %d after more runs, want %d", ready(), poolDepth)
+	if !waitFor(func() bool { return image().Spares() > 0 }) {
+		t.Fatal("finished instances are not kept for reuse")
+	}
+	// A run that grows its memory is not reused; one instance is made
+	// ahead in its place.
+	res, err := s.Run(context.Background(), Request{Program: `(async () => "x".repeat(4 << 20).length)()`, MemoryBytes: mem})
+	if err != nil || res.Failure != nil {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if !waitFor(func() bool { return image().Spares() > 0 }) {
+		t.Fatal("no instance made ahead after a run that grew its memory")
 	}
 }
 

@@ -197,11 +197,11 @@ func (r *run) work() {
 	// live instances.
 	if in := r.in; in != nil {
 		r.freeRejections()
-		p, s := r.pool, r.s
+		p := r.pool
 		go func() {
 			in.Close()
 			if p != nil {
-				p.released(s)
+				p.released()
 			}
 		}()
 	}
