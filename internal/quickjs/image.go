@@ -263,6 +263,38 @@ func (img *Image) clone(ctx context.Context) (in *Instance, err error) {
 	return in, nil
 }
 
+// restore makes a memory of the image's size read as the image again.
+// Writing a page that was never touched costs a page fault (about 11 µs
+// where measured; a reset costs about 20 µs in all), so pages that are
+// not resident are left alone: they still read as zero, and so does the
+// image there, since every page the image holds was written when the
+// instance was made. Resident pages are copied from the image where it
+// has data and cleared where it is zero, if they are not zero already.
+func (img *Image) restore(buf []byte) {
+	pages := len(buf) / pageSize
+	vec := make([]byte, pages)
+	if !residentPages(buf, vec) {
+		for i := range vec {
+			vec[i] = 1
+		}
+	}
+	next := 0 // index into img.pages
+	for i := 0; i < pages; i++ {
+		if vec[i] == 0 {
+			continue
+		}
+		p := i * pageSize
+		for next < len(img.pages) && img.pages[next][1] <= p {
+			next++
+		}
+		if next < len(img.pages) && img.pages[next][0] <= p {
+			copy(buf[p:p+pageSize], img.mem[p:p+pageSize])
+		} else if !isZero(buf[p : p+pageSize]) {
+			clear(buf[p : p+pageSize])
+		}
+	}
+}
+
 // clearNonZero zeroes the pages of b that are not zero, reading the others
 // without writing them.
 func clearNonZero(b []byte) {
@@ -318,8 +350,7 @@ func (img *Image) recycle(in *Instance) bool {
 	if !ok {
 		return false
 	}
-	clear(buf[:img.live])
-	copy(buf[img.live:], img.mem[img.live:])
+	img.restore(buf)
 	if img.setGlobals(in.mod) != nil {
 		return false
 	}

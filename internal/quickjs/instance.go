@@ -700,6 +700,24 @@ func (in *Instance) Close() {
 	}
 }
 
+// Reuse gives a finished instance back to the image it was made from,
+// reset to it, and closes this handle, reporting true. It reports false
+// and changes nothing when the instance cannot be reused: it was not made
+// from an image, died, was killed, is running or grew its memory, or the
+// image keeps enough instances. Call Close then.
+func (in *Instance) Reuse() bool {
+	if in.img == nil || in.released.Load() || !in.img.recycle(in) {
+		return false
+	}
+	in.released.Store(true)
+	in.dead = true
+	in.cancel()
+	if in.counted {
+		in.e.live.Done()
+	}
+	return true
+}
+
 // closeModule closes the wasm instance and unmaps its memory.
 func (in *Instance) closeModule() {
 	if in.mod != nil {

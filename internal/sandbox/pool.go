@@ -77,7 +77,7 @@ func (s *Sandbox) acquire(memory uint64, spec string) (*booted, *pool, error) {
 func (s *Sandbox) pool(k poolKey) *pool {
 	s.poolMu.Lock()
 	defer s.poolMu.Unlock()
-	if s.poolsClosed {
+	if s.poolsClosed || s.bootEveryRun {
 		return nil
 	}
 	s.poolClock++

@@ -120,3 +120,27 @@ func TestPoolsStopCleanly(t *testing.T) {
 		t.Fatalf("%d goroutines after Close, %d before", runtime.NumGoroutine(), before)
 	}
 }
+
+// BenchmarkReturn1 runs `return 1` back to back on instances from an image
+// and, side by side, booting one per run (the design before images).
+func BenchmarkReturn1(b *testing.B) {
+	for _, mode := range []struct {
+		name string
+		boot bool
+	}{{"image", false}, {"boot", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			s, err := New(context.Background(), Options{BootEveryRun: mode.boot})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			req := Request{Program: `(async () => 1)()`}
+			for b.Loop() {
+				res, err := s.Run(context.Background(), req)
+				if err != nil || res.Failure != nil {
+					b.Fatalf("%+v %v", res, err)
+				}
+			}
+		})
+	}
+}

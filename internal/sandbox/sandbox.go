@@ -58,6 +58,11 @@ type Options struct {
 	// ($CODEMODE_CACHE_DIR, default os.UserCacheDir()/codemode), and
 	// `npm pack` of the pinned version when npm is on PATH.
 	EngineWasm []byte
+
+	// BootEveryRun makes every run boot its own instance instead of taking
+	// one from its configuration's image: the design before images, kept
+	// to measure them against.
+	BootEveryRun bool
 }
 
 // ErrEngineUnavailable is wrapped by the error [New] returns when no
@@ -72,6 +77,7 @@ var ErrEngineMismatch = engine.ErrMismatch
 // Sandbox runs programs. It is safe for concurrent use; runs are
 // independent of each other.
 type Sandbox struct {
+	bootEveryRun bool
 	engine *quickjs.Engine
 	// prelude and url are prelude.js and url.js compiled once to engine
 	// bytecode: parsing them costs milliseconds per instance, loading
@@ -99,7 +105,7 @@ func New(ctx context.Context, opts Options) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sandbox{engine: e}
+	s := &Sandbox{engine: e, bootEveryRun: opts.BootEveryRun}
 	if err := s.compileScripts(ctx); err != nil {
 		_ = e.Close(ctx)
 		return nil, err
