@@ -110,7 +110,9 @@ func wasiClockTimeGet(ctx context.Context, mod api.Module, stack []uint64) {
 	switch id {
 	case 0: // realtime
 		ns = time.Now().UnixNano()
-		if in != nil && in.seedJitter != 0 && in.seedClock != 0 {
+		if in != nil && in.cfg.Frozen {
+			ns = in.cfg.seedClock
+		} else if in != nil && in.seedJitter != 0 && in.seedClock != 0 {
 			ns = in.seedClock // see Engine.findRandomState
 		} else if in != nil && in.seedJitter != 0 {
 			// While the context is created, QuickJS seeds Math.random from
@@ -120,7 +122,9 @@ func wasiClockTimeGet(ctx context.Context, mod api.Module, stack []uint64) {
 			ns = ns - ns%int64(time.Millisecond) + in.seedJitter%int64(time.Millisecond)
 		}
 	case 1, 2, 3: // monotonic, process and thread CPU time
-		if in != nil {
+		if in != nil && in.cfg.Frozen {
+			ns = 0
+		} else if in != nil {
 			ns = int64(time.Since(in.born))
 			if !in.originRead {
 				in.origin, in.originRead = ns, true

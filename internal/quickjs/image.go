@@ -39,8 +39,10 @@ import (
 // Image is the captured state of an idle instance; see
 // [Instance.Capture]. It is safe for concurrent use.
 type Image struct {
-	e   *Engine
-	cfg InstanceConfig
+	e      *Engine
+	cfg    InstanceConfig
+	frozen bool     // captured from a frozen instance: the same in every process
+	sum    [32]byte // identifies the image's contents; see snapshot.go
 
 	mem     []byte   // linear memory at capture; zero below live
 	live    uint32   // the stack pointer, rounded down to a page
@@ -85,6 +87,7 @@ func (in *Instance) Capture() (*Image, error) {
 		return nil, ErrDead
 	}
 	img := &Image{
+		frozen:  in.cfg.Frozen,
 		e:       in.e,
 		cfg:     in.cfg,
 		mem:     bytes.Clone(buf),
@@ -119,6 +122,7 @@ func (in *Instance) Capture() (*Image, error) {
 			img.pages = append(img.pages, [2]int{p, p + pageSize})
 		}
 	}
+	img.sum = img.digest()
 	in.e.mu.Lock()
 	in.e.images = append(in.e.images, img)
 	in.e.mu.Unlock()
@@ -191,10 +195,12 @@ func (img *Image) adopt(ctx context.Context, mod api.Module, mem *reservedMemory
 	var seed [32]byte
 	_, _ = crand.Read(seed[:])
 	ctx, cancel := context.WithCancel(ctx)
+	cfg := img.cfg
+	cfg.Frozen, cfg.seedClock = false, 0
 	in := &Instance{
 		e:          img.e,
 		img:        img,
-		cfg:        img.cfg,
+		cfg:        cfg,
 		cancel:     cancel,
 		mem:        mem,
 		mod:        mod,

@@ -37,6 +37,15 @@ type InstanceConfig struct {
 	// Host serves calls of host functions.
 	Host HostFunc
 
+	// Frozen makes the instance's clocks and random source fixed: the
+	// realtime clock reads a constant, the monotonic clock zero, and the
+	// random source is seeded with zeros. Two frozen instances that run
+	// the same code end in the same state byte for byte, so an image
+	// captured from one (see Instance.Capture) is the same in every
+	// process, and a suspended instance can resume against it anywhere.
+	// Use it only for instances made to be captured.
+	Frozen bool
+
 	// seedClock, when set, is what the realtime clock reads (in
 	// nanoseconds) while the context is created: see findRandomState.
 	seedClock int64
@@ -157,7 +166,11 @@ func (e *Engine) newInstance(ctx context.Context, cfg InstanceConfig) (in *Insta
 		return nil, fmt.Errorf("quickjs: reserve linear memory: %w", err)
 	}
 	var seed [32]byte
-	_, _ = crand.Read(seed[:])
+	if cfg.Frozen {
+		cfg.seedClock = seedSentinel * 1000
+	} else {
+		_, _ = crand.Read(seed[:])
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	in = &Instance{
 		e:          e,

@@ -78,7 +78,7 @@ var ErrEngineMismatch = engine.ErrMismatch
 // independent of each other.
 type Sandbox struct {
 	bootEveryRun bool
-	engine *quickjs.Engine
+	engine       *quickjs.Engine
 	// prelude and url are prelude.js and url.js compiled once to engine
 	// bytecode: parsing them costs milliseconds per instance, loading
 	// bytecode a tenth of that.

@@ -1,0 +1,244 @@
+package quickjs
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"context"
+
+	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/klauspost/compress/s2"
+)
+
+// Snapshots.
+//
+// An idle instance made from an image can be written out as bytes and
+// made again from them, in this process or another with the same engine
+// and the same image: the pages of its memory that differ from the
+// image, its mutable globals, the time its monotonic clock has run and
+// its random source. Snapshot bytes hold whatever the program had in
+// memory; whoever stores them decides who may read them. This layer checks
+// that the bytes are whole and belong to the image; authenticating where
+// they came from is the caller's (the sandbox signs them).
+
+// Errors returned by [Image.Resume].
+var (
+	// ErrSnapshotCorrupt: the bytes are not a whole snapshot.
+	ErrSnapshotCorrupt = errors.New("quickjs: snapshot is damaged or not a snapshot")
+	// ErrSnapshotImage: the snapshot was taken against another image or
+	// another engine build.
+	ErrSnapshotImage = errors.New("quickjs: snapshot belongs to another engine build or image")
+)
+
+const snapshotMagic = "CMQJSNP1"
+
+// digest identifies the image: the engine build, the memory and the
+// globals.
+func (img *Image) digest() [32]byte {
+	h := sha256.New()
+	h.Write([]byte(engine.SHA256))
+	h.Write(img.mem)
+	for _, g := range img.globals {
+		h.Write([]byte(g.name))
+		_ = binary.Write(h, binary.LittleEndian, g.value)
+	}
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// Portable reports whether snapshots against the image can resume in
+// another process: the image was captured from a frozen instance (see
+// InstanceConfig.Frozen), so booting the same way elsewhere gives the same
+// image.
+func (img *Image) Portable() bool { return img.frozen }
+
+// Snapshot writes the instance's state as bytes that Image.Resume turns
+// back into an instance. The instance must be idle and made from an image;
+// it is not changed.
+func (in *Instance) Snapshot() ([]byte, error) {
+	img := in.img
+	if img == nil || in.dead || in.depth != 0 {
+		return nil, fmt.Errorf("%w: the instance is not an idle instance of an image", ErrNoImage)
+	}
+	mem := in.mod.Memory()
+	buf, ok := mem.Read(0, mem.Size())
+	if !ok {
+		return nil, ErrDead
+	}
+	// Buffers are reused: on the machines measured, a first touch of a
+	// page of new memory costs more than compressing it.
+	raw := rawBuffers.Get().(*bytes.Buffer)
+	defer rawBuffers.Put(raw)
+	raw.Reset()
+	w := func(v any) { _ = binary.Write(raw, binary.LittleEndian, v) }
+	w(uint32(len(buf)))
+	w(uint32(len(img.globals)))
+	for _, g := range img.globals {
+		mg := in.mod.ExportedGlobal(g.name)
+		if mg == nil {
+			return nil, ErrDead
+		}
+		w(mg.Get())
+	}
+	w(int64(time.Since(in.born)))
+	w(in.origin)
+	w(in.originRead)
+	rng, _ := in.rng.MarshalBinary()
+	w(uint32(len(rng)))
+	raw.Write(rng)
+	// Runs of pages that differ from the image (or lie beyond it and are
+	// not zero).
+	pages := len(buf) / pageSize
+	for i := 0; i < pages; {
+		if samePage(buf, img.mem, i) {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < pages && !samePage(buf, img.mem, j) {
+			j++
+		}
+		w(uint32(i))
+		w(uint32(j - i))
+		raw.Write(buf[i*pageSize : j*pageSize])
+		i = j
+	}
+	enc := encBuffers.Get().(*[]byte)
+	defer encBuffers.Put(enc)
+	*enc = s2.Encode((*enc)[:cap(*enc)], raw.Bytes())
+	out := make([]byte, 0, len(snapshotMagic)+len(img.sum)+len(*enc)+sha256.Size)
+	out = append(out, snapshotMagic...)
+	out = append(out, img.sum[:]...)
+	out = append(out, *enc...)
+	sum := sha256.Sum256(out)
+	return append(out, sum[:]...), nil
+}
+
+var (
+	rawBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+	encBuffers = sync.Pool{New: func() any { return new([]byte) }}
+)
+
+func samePage(buf, image []byte, i int) bool {
+	p := buf[i*pageSize : (i+1)*pageSize]
+	if (i+1)*pageSize <= len(image) {
+		return bytes.Equal(p, image[i*pageSize:(i+1)*pageSize])
+	}
+	return isZero(p)
+}
+
+// Resume makes an instance in the state a Snapshot of an instance of this
+// image (in any process, when the image is Portable) recorded, serving
+// host calls with host. Bytes that are damaged, truncated or taken against
+// another image are refused before any of them reaches the engine.
+func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Instance, error) {
+	head := len(snapshotMagic) + sha256.Size
+	if len(snap) < head+sha256.Size || string(snap[:len(snapshotMagic)]) != snapshotMagic {
+		return nil, ErrSnapshotCorrupt
+	}
+	body, sum := snap[:len(snap)-sha256.Size], snap[len(snap)-sha256.Size:]
+	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
+		return nil, ErrSnapshotCorrupt
+	}
+	if !bytes.Equal(body[len(snapshotMagic):head], img.sum[:]) {
+		return nil, ErrSnapshotImage
+	}
+	limit := int64(reservation(img.e, img.cfg.MemoryLimit)) + 1<<20
+	n, err := s2.DecodedLen(body[head:])
+	if err != nil || int64(n) > limit {
+		return nil, ErrSnapshotCorrupt
+	}
+	dec := encBuffers.Get().(*[]byte)
+	defer encBuffers.Put(dec)
+	if cap(*dec) < n {
+		*dec = make([]byte, n)
+	}
+	raw, err := s2.Decode((*dec)[:cap(*dec)], body[head:])
+	if err != nil {
+		return nil, ErrSnapshotCorrupt
+	}
+	*dec = raw[:cap(raw)]
+	r := bytes.NewReader(raw)
+	rd := func(v any) bool { return binary.Read(r, binary.LittleEndian, v) == nil }
+	var size, nglobals uint32
+	if !rd(&size) || !rd(&nglobals) || nglobals != uint32(len(img.globals)) ||
+		size%65536 != 0 || int(size) < len(img.mem) || uint64(size) > reservation(img.e, img.cfg.MemoryLimit) {
+		return nil, ErrSnapshotCorrupt
+	}
+	globals := make([]uint64, nglobals)
+	for i := range globals {
+		if !rd(&globals[i]) {
+			return nil, ErrSnapshotCorrupt
+		}
+	}
+	var elapsed, origin int64
+	var originRead bool
+	var rngLen uint32
+	if !rd(&elapsed) || !rd(&origin) || !rd(&originRead) || !rd(&rngLen) || rngLen > 256 {
+		return nil, ErrSnapshotCorrupt
+	}
+	rngState := make([]byte, rngLen)
+	if _, err := io.ReadFull(r, rngState); err != nil {
+		return nil, ErrSnapshotCorrupt
+	}
+	var rng rand.ChaCha8
+	if rng.UnmarshalBinary(rngState) != nil {
+		return nil, ErrSnapshotCorrupt
+	}
+	type run struct{ first, n uint32 }
+	var runs []run
+	var data [][]byte
+	for r.Len() > 0 {
+		var x run
+		if !rd(&x.first) || !rd(&x.n) || x.n == 0 || uint64(x.first+x.n)*pageSize > uint64(size) || x.first+x.n < x.first {
+			return nil, ErrSnapshotCorrupt
+		}
+		at := len(raw) - r.Len()
+		end := at + int(x.n)*pageSize
+		if end > len(raw) {
+			return nil, ErrSnapshotCorrupt
+		}
+		runs = append(runs, x)
+		data = append(data, raw[at:end])
+		_, _ = r.Seek(int64(end), io.SeekStart)
+	}
+	in, err := img.NewInstance(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	m := in.mod.Memory()
+	if grow := size/65536 - m.Size()/65536; grow > 0 {
+		if _, ok := m.Grow(grow); !ok {
+			in.Close()
+			return nil, fmt.Errorf("%w: snapshot of %d bytes", ErrOutOfMemory, size)
+		}
+	}
+	buf, ok := m.Read(0, m.Size())
+	if !ok {
+		in.Close()
+		return nil, ErrDead
+	}
+	for i, x := range runs {
+		copy(buf[int(x.first)*pageSize:], data[i])
+	}
+	for i, g := range img.globals {
+		mg, ok := in.mod.ExportedGlobal(g.name).(interface{ Set(uint64) })
+		if !ok {
+			in.Close()
+			return nil, ErrDead
+		}
+		mg.Set(globals[i])
+	}
+	in.born = time.Now().Add(-time.Duration(elapsed))
+	in.origin, in.originRead = origin, originRead
+	in.rng = &rng
+	return in, nil
+}
