@@ -109,29 +109,47 @@ for (;;) JSON.stringify(big)`, TimeoutExceeded, true},
 }
 
 // A run that mutates globals and prototypes leaves the next run unaffected.
+// Several rounds, so that later runs take instances made from the
+// configuration's image and instances reset after a poisoning run; every
+// clean run also gets a Math.random of its own.
 func TestRunsAreIsolated(t *testing.T) {
 	rt, err := New(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	res, err := rt.Execute(context.Background(), `
-		Array.prototype.map = () => "poisoned"
-		Object.prototype.polluted = true
-		JSON.stringify = () => "{}"
-		globalThis.leak = 42
-		Math.random = () => 0
-		return 1`)
-	if err != nil || !res.OK {
-		t.Fatalf("poisoning run: %+v %v", res, err)
-	}
-	res, err = rt.Execute(context.Background(), `
-		return [[1, 2].map((x) => x * 2), ({}).polluted ?? null, typeof leak, JSON.stringify({ a: 1 }), Math.random() !== 0]`)
-	if err != nil || !res.OK {
-		t.Fatalf("clean run: %+v %v", res, err)
-	}
-	if got, want := string(res.Value), `[[2,4],null,"undefined","{\"a\":1}",true]`; got != want {
-		t.Errorf("second run saw %s, want %s", got, want)
+	randoms := map[string]bool{}
+	for round := range 6 {
+		res, err := rt.Execute(context.Background(), `
+			Array.prototype.map = () => "poisoned"
+			Object.prototype.polluted = true
+			JSON.stringify = () => "{}"
+			globalThis.leak = 42
+			Math.random = () => 0
+			globalThis.heap = "secret".repeat(1000)
+			return 1`)
+		if err != nil || !res.OK {
+			t.Fatalf("round %d: poisoning run: %+v %v", round, res, err)
+		}
+		res, err = rt.Execute(context.Background(), `
+			return [[1, 2].map((x) => x * 2), ({}).polluted ?? null, typeof leak, typeof heap, JSON.stringify({ a: 1 }), Math.random() !== 0, String(Math.random())]`)
+		if err != nil || !res.OK {
+			t.Fatalf("round %d: clean run: %+v %v", round, res, err)
+		}
+		var got []any
+		if err := json.Unmarshal(res.Value, &got); err != nil || len(got) != 7 {
+			t.Fatalf("round %d: %s", round, res.Value)
+		}
+		head, _ := json.Marshal(got[:6])
+		if want := `[[2,4],null,"undefined","undefined","{\"a\":1}",true]`; string(head) != want {
+			t.Errorf("round %d: second run saw %s, want %s", round, head, want)
+		}
+		r := got[6].(string)
+		if randoms[r] {
+			t.Errorf("round %d: Math.random repeated an earlier run's value %s", round, r)
+		}
+		randoms[r] = true
+		time.Sleep(20 * time.Millisecond) // let the image be made in the background
 	}
 }
 
