@@ -390,7 +390,7 @@ func TestPreludeUnreachable(t *testing.T) {
 }
 
 // TestClockStartsWithTheRun: performance.now() counts from the run's
-// start, not from when its prepared instance booted.
+// start, not from when its instance (or its image) booted.
 func TestClockStartsWithTheRun(t *testing.T) {
 	rt, err := New(Options{})
 	if err != nil {

@@ -80,7 +80,7 @@ func TestImageAfterSecondRun(t *testing.T) {
 }
 
 // TestPoolsStopCleanly runs many configurations at once, so that pools
-// are evicted while refilling, then closes the sandbox while refills may
+// are evicted while images are being made, then closes the sandbox while that may
 // still be under way: Close must return, and no goroutine may remain.
 func TestPoolsStopCleanly(t *testing.T) {
 	before := runtime.NumGoroutine()

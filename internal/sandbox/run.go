@@ -94,7 +94,7 @@ type run struct {
 	cancel context.CancelFunc
 
 	deadline time.Time
-	pool     *pool // to refill once the instance is released; may be nil
+	pool     *pool // to tell once the instance is released; may be nil
 	b        *booted
 	in       *quickjs.Instance
 	ctl      controls

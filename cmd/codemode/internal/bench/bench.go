@@ -106,7 +106,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	warm := make([]time.Duration, 0, reps)
 	for i := 0; i < reps; i++ {
-		time.Sleep(2 * time.Millisecond) // let the prepared-instance pool refill
+		time.Sleep(2 * time.Millisecond) // runs spaced apart, as a model issues them
 		start := time.Now()
 		if _, err := rt.Execute(ctx, "return 1"); err != nil {
 			return nil, err
