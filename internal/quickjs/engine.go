@@ -119,7 +119,7 @@ func (e *Engine) init(ctx context.Context) error {
 	bin := e.cfg.Wasm
 	if e.cfg.Stop == StopFuel {
 		var err error
-		if bin, err = instrument(e.cfg.Wasm); err != nil {
+		if bin, e.globals, err = instrument(e.cfg.Wasm); err != nil {
 			return fmt.Errorf("quickjs: instrument: %w", err)
 		}
 	}
@@ -134,25 +134,19 @@ func (e *Engine) init(ctx context.Context) error {
 	if err := instantiateHostModules(ctx, e.runtime); err != nil {
 		return err
 	}
-	in, err := e.newInstance(ctx, InstanceConfig{MemoryLimit: 8 << 20, seedClock: seedSentinel * 1000})
+	in, err := e.newInstance(ctx, InstanceConfig{MemoryLimit: 8 << 20, Frozen: true})
 	if err != nil {
 		return err
 	}
 	defer in.Close()
 	e.randomState = findRandomState(in)
-	// The mutable globals instrument exported, in index order.
-	for i := uint32(0); i < 1<<10; i++ {
-		if in.mod.ExportedGlobal(globalExport(i)) != nil {
-			e.globals = append(e.globals, globalExport(i))
-		}
-	}
 	e.version, err = in.readCString(in.mustCall(xVersion))
 	return err
 }
 
-// seedSentinel is the realtime clock, in microseconds, that
-// findRandomState's instance reads while its context is created: a value
-// no other word of a fresh engine's memory holds.
+// seedSentinel is the realtime clock, in microseconds, that frozen
+// instances read, findRandomState's among them: a value no other word of
+// a fresh engine's memory holds.
 const seedSentinel = 0x0011_5eed_c0de_5eed
 
 // findRandomState returns where Math.random's state lives in an engine's

@@ -111,9 +111,7 @@ func wasiClockTimeGet(ctx context.Context, mod api.Module, stack []uint64) {
 	case 0: // realtime
 		ns = time.Now().UnixNano()
 		if in != nil && in.cfg.Frozen {
-			ns = in.cfg.seedClock
-		} else if in != nil && in.seedJitter != 0 && in.seedClock != 0 {
-			ns = in.seedClock // see Engine.findRandomState
+			ns = seedSentinel * 1000 // see InstanceConfig.Frozen and findRandomState
 		} else if in != nil && in.seedJitter != 0 {
 			// While the context is created, QuickJS seeds Math.random from
 			// the realtime clock in microseconds. Moving the reading inside

@@ -47,7 +47,7 @@ type Image struct {
 	mem     []byte   // linear memory at capture; zero below live
 	live    uint32   // the stack pointer, rounded down to a page
 	pages   [][2]int // the non-zero page runs of mem above live
-	globals []imageGlobal
+	globals []uint64 // the values of Engine.globals
 	global  Value
 	scratch uint32
 	origin  int64
@@ -56,11 +56,6 @@ type Image struct {
 	mu     sync.Mutex
 	spares []*Instance // reset, waiting to be handed out
 	closed bool
-}
-
-type imageGlobal struct {
-	name  string
-	value uint64
 }
 
 // maxSpares bounds the reset instances an Image keeps.
@@ -96,12 +91,9 @@ func (in *Instance) Capture() (*Image, error) {
 		origin:  in.origin,
 		read:    in.originRead,
 	}
-	for _, name := range in.e.globals {
-		g, ok := in.mod.ExportedGlobal(name).(api.MutableGlobal)
-		if !ok {
-			return nil, fmt.Errorf("%w: global %q", ErrNoImage, name)
-		}
-		img.globals = append(img.globals, imageGlobal{name, g.Get()})
+	var err error
+	if img.globals, err = in.readGlobals(); err != nil {
+		return nil, err
 	}
 	if sp := in.mod.ExportedGlobal("__stack_pointer"); sp != nil {
 		img.live = uint32(sp.Get()) &^ (pageSize - 1)
@@ -145,9 +137,6 @@ func isZero(b []byte) bool {
 	}
 	return true
 }
-
-// Size is the image's linear memory in bytes.
-func (img *Image) Size() int { return len(img.mem) }
 
 // NewInstance returns an instance in the image's state, serving host calls
 // with host. Like [Engine.NewInstance], ctx bounds it. Its Math.random and
@@ -196,7 +185,7 @@ func (img *Image) adopt(ctx context.Context, mod api.Module, mem *reservedMemory
 	_, _ = crand.Read(seed[:])
 	ctx, cancel := context.WithCancel(ctx)
 	cfg := img.cfg
-	cfg.Frozen, cfg.seedClock = false, 0
+	cfg.Frozen = false
 	in := &Instance{
 		e:          img.e,
 		img:        img,
@@ -250,17 +239,10 @@ func (img *Image) clone(ctx context.Context) (in *Instance, err error) {
 	if !ok || len(buf) != len(img.mem) {
 		return nil, ErrNoImage
 	}
-	// A new memory is zero but for the data segments, which lie above the
-	// stack: copy what is not zero in the image, and clear what the data
-	// segments wrote where the image is zero, touching no other page.
-	prev := int(img.live)
-	for _, run := range img.pages {
-		clearNonZero(buf[prev:run[0]])
-		copy(buf[run[0]:run[1]], img.mem[run[0]:run[1]])
-		prev = run[1]
-	}
-	clearNonZero(buf[prev:])
-	if err := img.setGlobals(mod); err != nil {
+	// A new memory is zero but for the data segments: restore writes only
+	// the pages the image has data on and those the segments wrote.
+	img.restore(buf)
+	if err := setGlobals(mod, img.e.globals, img.globals); err != nil {
 		return nil, err
 	}
 	if err := in.bindExports(); err != nil {
@@ -269,13 +251,12 @@ func (img *Image) clone(ctx context.Context) (in *Instance, err error) {
 	return in, nil
 }
 
-// restore makes a memory of the image's size read as the image again.
-// Writing a page that was never touched costs a page fault (about 11 µs
-// where measured; a reset costs about 20 µs in all), so pages that are
-// not resident are left alone: they still read as zero, and so does the
-// image there, since every page the image holds was written when the
-// instance was made. Resident pages are copied from the image where it
-// has data and cleared where it is zero, if they are not zero already.
+// restore makes a memory of the image's size (a new one, or one a run
+// used) read as the image: pages the image has data on are copied, and
+// other pages are cleared if they hold anything. Writing a page that was
+// never touched costs a page fault (about 11 µs where measured, more than
+// a whole reset otherwise), so pages that are not resident are not even
+// read: they still read as zero.
 func (img *Image) restore(buf []byte) {
 	pages := len(buf) / pageSize
 	vec := make([]byte, pages)
@@ -286,41 +267,42 @@ func (img *Image) restore(buf []byte) {
 	}
 	next := 0 // index into img.pages
 	for i := 0; i < pages; i++ {
-		if vec[i] == 0 {
-			continue
-		}
 		p := i * pageSize
 		for next < len(img.pages) && img.pages[next][1] <= p {
 			next++
 		}
-		if next < len(img.pages) && img.pages[next][0] <= p {
+		switch {
+		case next < len(img.pages) && img.pages[next][0] <= p:
 			copy(buf[p:p+pageSize], img.mem[p:p+pageSize])
-		} else if !isZero(buf[p : p+pageSize]) {
+		case vec[i] != 0 && !isZero(buf[p:p+pageSize]):
 			clear(buf[p : p+pageSize])
 		}
 	}
 }
 
-// clearNonZero zeroes the pages of b that are not zero, reading the others
-// without writing them.
-func clearNonZero(b []byte) {
-	for p := 0; p < len(b); p += pageSize {
-		page := b[p:min(p+pageSize, len(b))]
-		if !isZero(page) {
-			clear(page)
-		}
-	}
-}
-
-func (img *Image) setGlobals(mod api.Module) error {
-	for _, g := range img.globals {
-		mg, ok := mod.ExportedGlobal(g.name).(api.MutableGlobal)
+// setGlobals sets the instance's mutable globals (Engine.globals) to values.
+func setGlobals(mod api.Module, names []string, values []uint64) error {
+	for i, name := range names {
+		g, ok := mod.ExportedGlobal(name).(api.MutableGlobal)
 		if !ok {
-			return fmt.Errorf("%w: global %q", ErrNoImage, g.name)
+			return fmt.Errorf("%w: global %q", ErrNoImage, name)
 		}
-		mg.Set(g.value)
+		g.Set(values[i])
 	}
 	return nil
+}
+
+// readGlobals returns the values of the instance's mutable globals.
+func (in *Instance) readGlobals() ([]uint64, error) {
+	values := make([]uint64, len(in.e.globals))
+	for i, name := range in.e.globals {
+		g := in.mod.ExportedGlobal(name)
+		if g == nil {
+			return nil, fmt.Errorf("%w: global %q", ErrNoImage, name)
+		}
+		values[i] = g.Get()
+	}
+	return values, nil
 }
 
 // reseed gives the instance a Math.random state of its own.
@@ -357,7 +339,7 @@ func (img *Image) recycle(in *Instance) bool {
 		return false
 	}
 	img.restore(buf)
-	if img.setGlobals(in.mod) != nil {
+	if setGlobals(in.mod, img.e.globals, img.globals) != nil {
 		return false
 	}
 	img.mu.Lock()

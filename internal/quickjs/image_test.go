@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
-	"time"
 )
 
-func captureTest(t testing.TB, e *Engine, setup string) *Image {
+// captureImage makes an instance with cfg on e, runs setup in it and
+// captures it.
+func captureImage(t testing.TB, e *Engine, cfg InstanceConfig, setup string) *Image {
 	t.Helper()
-	in := newTestInstance(t, e, InstanceConfig{})
+	in, err := e.NewInstance(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
 	if setup != "" {
 		if _, err := evalString(t, in, setup); err != nil {
 			t.Fatal(err)
@@ -23,6 +27,11 @@ func captureTest(t testing.TB, e *Engine, setup string) *Image {
 	}
 	t.Cleanup(img.Close)
 	return img
+}
+
+func captureTest(t testing.TB, e *Engine, setup string) *Image {
+	t.Helper()
+	return captureImage(t, e, InstanceConfig{}, setup)
 }
 
 func fromImage(t testing.TB, img *Image) *Instance {
@@ -227,6 +236,4 @@ func BenchmarkInstance(b *testing.B) {
 			in.Close()
 		}
 	})
-	_ = strings.Repeat
-	_ = time.Second
 }

@@ -45,10 +45,6 @@ type InstanceConfig struct {
 	// process, and a suspended instance can resume against it anywhere.
 	// Use it only for instances made to be captured.
 	Frozen bool
-
-	// seedClock, when set, is what the realtime clock reads (in
-	// nanoseconds) while the context is created: see findRandomState.
-	seedClock int64
 }
 
 // Value is a guest pointer to a heap-allocated JSValue (a "box"). A box
@@ -111,7 +107,6 @@ type Instance struct {
 	origin     int64 // the first monotonic reading, performance.now's origin
 	originRead bool
 	seedJitter int64
-	seedClock  int64
 	rng        *rand.ChaCha8
 	stderr     []byte
 	rejections []rejection
@@ -166,9 +161,7 @@ func (e *Engine) newInstance(ctx context.Context, cfg InstanceConfig) (in *Insta
 		return nil, fmt.Errorf("quickjs: reserve linear memory: %w", err)
 	}
 	var seed [32]byte
-	if cfg.Frozen {
-		cfg.seedClock = seedSentinel * 1000
-	} else {
+	if !cfg.Frozen {
 		_, _ = crand.Read(seed[:])
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -181,7 +174,6 @@ func (e *Engine) newInstance(ctx context.Context, cfg InstanceConfig) (in *Insta
 		born:       time.Now(),
 		rng:        rand.NewChaCha8(seed),
 		seedJitter: int64(1 + uint64(seed[0])<<16 | uint64(seed[1])<<8 | uint64(seed[2])),
-		seedClock:  cfg.seedClock,
 	}
 	in.ctx = context.WithValue(ctx, instanceKey{}, in)
 	allocCtx := experimental.WithMemoryAllocator(in.ctx,

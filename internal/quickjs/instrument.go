@@ -46,93 +46,70 @@ const (
 
 var errMalformed = errors.New("quickjs: malformed wasm module")
 
-// instrument returns a copy of the module with loop fuel added.
-func instrument(mod []byte) ([]byte, error) {
+// instrument returns a copy of the module with loop fuel added, and the
+// names of the exports it added for every mutable global (see image.go).
+func instrument(mod []byte) ([]byte, []string, error) {
 	if len(mod) < 8 || !bytes.Equal(mod[:4], []byte("\x00asm")) {
-		return nil, errMalformed
+		return nil, nil, errMalformed
 	}
-	type section struct {
-		id   byte
-		body []byte
-	}
-	var secs []section
+	var secs []wasmSection
 	r := &reader{b: mod, p: 8}
 	for r.p < len(r.b) {
 		id := r.byte()
 		n := r.u32()
 		body := r.bytes(int(n))
 		if r.err != nil {
-			return nil, r.err
+			return nil, nil, r.err
 		}
-		secs = append(secs, section{id, body})
+		secs = append(secs, wasmSection{id, body})
 	}
 	var imports []byte
-	for _, s := range secs {
-		if s.id == 2 {
-			imports = s.body
-		}
+	if i := sectionIndex(secs, 2); i >= 0 {
+		imports = secs[i].body
 	}
 	tickFunc, importedGlobals, err := scanImports(imports)
 	if err != nil {
-		return nil, err
-	}
-	gi := -1
-	for i, s := range secs {
-		if s.id == 6 {
-			gi = i
-		}
-	}
-	if gi < 0 {
-		return nil, fmt.Errorf("%w: no global section", errMalformed)
+		return nil, nil, err
 	}
 	// Append the fuel global: (mut i32) (i32.const fuelPerTick).
-	gr := &reader{b: secs[gi].body}
-	count := gr.u32()
-	if gr.err != nil {
-		return nil, gr.err
+	gi := sectionIndex(secs, 6)
+	if gi < 0 {
+		return nil, nil, fmt.Errorf("%w: no global section", errMalformed)
+	}
+	count, defined, err := vector(secs[gi].body)
+	if err != nil {
+		return nil, nil, err
 	}
 	fuelGlobal := importedGlobals + count
-	var g bytes.Buffer
-	g.Write(uleb(uint64(count + 1)))
-	g.Write(gr.b[gr.p:])
-	g.Write([]byte{0x7f, 0x01, 0x41})
-	g.Write(sleb(fuelPerTick))
-	g.WriteByte(0x0b)
-	secs[gi].body = g.Bytes()
+	fuel := append([]byte{0x7f, 0x01, 0x41}, sleb(fuelPerTick)...)
+	secs[gi].body = appendToVector(count, defined, 1, append(fuel, 0x0b))
 
 	// Export every mutable global the module defines, the fuel global
 	// included, so an instance's complete state is reachable from Go: an
 	// Image restores them (see image.go).
-	mutable, err := mutableGlobals(gr.b[gr.p:], count)
+	mutable, err := mutableGlobals(defined, count)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	mutable = append(mutable, count)
-	ei := -1
-	for i, s := range secs {
-		if s.id == 7 {
-			ei = i
-		}
-	}
+	ei := sectionIndex(secs, 7)
 	if ei < 0 {
-		return nil, fmt.Errorf("%w: no export section", errMalformed)
+		return nil, nil, fmt.Errorf("%w: no export section", errMalformed)
 	}
-	er := &reader{b: secs[ei].body}
-	exports := er.u32()
-	if er.err != nil {
-		return nil, er.err
+	exports, entries, err := vector(secs[ei].body)
+	if err != nil {
+		return nil, nil, err
 	}
-	var x bytes.Buffer
-	x.Write(uleb(uint64(exports) + uint64(len(mutable))))
-	x.Write(er.b[er.p:])
-	for _, g := range mutable {
-		name := globalExport(importedGlobals + g)
-		x.Write(uleb(uint64(len(name))))
-		x.WriteString(name)
-		x.WriteByte(0x03)
-		x.Write(uleb(uint64(importedGlobals + g)))
+	var added bytes.Buffer
+	names := make([]string, len(mutable))
+	for i, g := range mutable {
+		names[i] = globalExport(importedGlobals + g)
+		added.Write(uleb(uint64(len(names[i]))))
+		added.WriteString(names[i])
+		added.WriteByte(0x03)
+		added.Write(uleb(uint64(importedGlobals + g)))
 	}
-	secs[ei].body = x.Bytes()
+	secs[ei].body = appendToVector(exports, entries, uint32(len(mutable)), added.Bytes())
 
 	inject := injection(fuelGlobal, tickFunc)
 	for i, s := range secs {
@@ -141,7 +118,7 @@ func instrument(mod []byte) ([]byte, error) {
 		}
 		body, err := instrumentCode(s.body, inject)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		secs[i].body = body
 	}
@@ -152,7 +129,42 @@ func instrument(mod []byte) ([]byte, error) {
 		out.Write(uleb(uint64(len(s.body))))
 		out.Write(s.body)
 	}
-	return out.Bytes(), nil
+	return out.Bytes(), names, nil
+}
+
+type wasmSection struct {
+	id   byte
+	body []byte
+}
+
+// sectionIndex returns the index of the last section with the id, or -1.
+func sectionIndex(secs []wasmSection, id byte) int {
+	at := -1
+	for i, s := range secs {
+		if s.id == id {
+			at = i
+		}
+	}
+	return at
+}
+
+// vector splits a section body that is a vector into its count and its
+// entries.
+func vector(body []byte) (uint32, []byte, error) {
+	r := &reader{b: body}
+	n := r.u32()
+	if r.err != nil {
+		return 0, nil, r.err
+	}
+	return n, r.b[r.p:], nil
+}
+
+// appendToVector returns a vector body of n entries followed by more, m
+// entries already encoded.
+func appendToVector(n uint32, entries []byte, m uint32, more []byte) []byte {
+	out := uleb(uint64(n) + uint64(m))
+	out = append(out, entries...)
+	return append(out, more...)
 }
 
 // globalExportPrefix names the exports instrument adds for mutable

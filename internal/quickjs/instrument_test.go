@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/tetratelabs/wazero"
@@ -53,9 +54,13 @@ func loopModule(n int64, extra ...byte) []byte {
 func TestInstrumentTicks(t *testing.T) {
 	ctx := context.Background()
 	const n = 200000
-	mod, err := instrument(loopModule(n))
+	mod, globals, err := instrument(loopModule(n))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The module's one mutable global and the fuel global are exported.
+	if got := strings.Join(globals, ","); got != "codemode_global_0,codemode_global_1" {
+		t.Errorf("exported globals: %s", got)
 	}
 	rt := wazero.NewRuntime(ctx)
 	defer rt.Close(ctx)
@@ -91,25 +96,25 @@ func TestInstrumentRefusesUnknownOpcodes(t *testing.T) {
 	// A SIMD instruction (0xfd prefix) is outside the supported set: the
 	// rewrite must fail rather than misread the code.
 	simd := []byte{0xfd, 0x0c, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x1a}
-	_, err := instrument(loopModule(10, simd...))
+	_, _, err := instrument(loopModule(10, simd...))
 	if !errors.Is(err, errMalformed) {
 		t.Fatalf("got %v, want errMalformed", err)
 	}
-	if _, err := instrument([]byte("not wasm")); !errors.Is(err, errMalformed) {
+	if _, _, err := instrument([]byte("not wasm")); !errors.Is(err, errMalformed) {
 		t.Errorf("garbage: got %v", err)
 	}
-	if _, err := instrument(loopModule(10)[:40]); !errors.Is(err, errMalformed) {
+	if _, _, err := instrument(loopModule(10)[:40]); !errors.Is(err, errMalformed) {
 		t.Errorf("truncated: got %v", err)
 	}
 }
 
 func TestInstrumentEngineDeterministic(t *testing.T) {
 	wasmBytes := testWasm(t)
-	a, err := instrument(wasmBytes)
+	a, _, err := instrument(wasmBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := instrument(wasmBytes)
+	b, _, _ := instrument(wasmBytes)
 	if !bytes.Equal(a, b) {
 		t.Error("instrumenting the engine twice gave different bytes")
 	}

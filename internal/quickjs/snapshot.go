@@ -45,9 +45,9 @@ func (img *Image) digest() [32]byte {
 	h := sha256.New()
 	h.Write([]byte(engine.SHA256))
 	h.Write(img.mem)
-	for _, g := range img.globals {
-		h.Write([]byte(g.name))
-		_ = binary.Write(h, binary.LittleEndian, g.value)
+	for i, name := range img.e.globals {
+		h.Write([]byte(name))
+		_ = binary.Write(h, binary.LittleEndian, img.globals[i])
 	}
 	var out [32]byte
 	h.Sum(out[:0])
@@ -80,14 +80,12 @@ func (in *Instance) Snapshot() ([]byte, error) {
 	raw.Reset()
 	w := func(v any) { _ = binary.Write(raw, binary.LittleEndian, v) }
 	w(uint32(len(buf)))
-	w(uint32(len(img.globals)))
-	for _, g := range img.globals {
-		mg := in.mod.ExportedGlobal(g.name)
-		if mg == nil {
-			return nil, ErrDead
-		}
-		w(mg.Get())
+	globals, err := in.readGlobals()
+	if err != nil {
+		return nil, err
 	}
+	w(uint32(len(globals)))
+	w(globals)
 	w(int64(time.Since(in.born)))
 	w(in.origin)
 	w(in.originRead)
@@ -229,13 +227,9 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 	for i, x := range runs {
 		copy(buf[int(x.first)*pageSize:], data[i])
 	}
-	for i, g := range img.globals {
-		mg, ok := in.mod.ExportedGlobal(g.name).(interface{ Set(uint64) })
-		if !ok {
-			in.Close()
-			return nil, ErrDead
-		}
-		mg.Set(globals[i])
+	if err := setGlobals(in.mod, img.e.globals, globals); err != nil {
+		in.Close()
+		return nil, err
 	}
 	in.born = time.Now().Add(-time.Duration(elapsed))
 	in.origin, in.originRead = origin, originRead

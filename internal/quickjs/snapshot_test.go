@@ -11,23 +11,7 @@ import (
 // captures it: what a second process does to get the same image.
 func frozenImage(t testing.TB, setup string) *Image {
 	t.Helper()
-	e := newTestEngine(t, Config{})
-	in, err := e.NewInstance(context.Background(), InstanceConfig{Frozen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	if setup != "" {
-		if _, err := evalString(t, in, setup); err != nil {
-			t.Fatal(err)
-		}
-	}
-	img, err := in.Capture()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(img.Close)
-	return img
+	return captureImage(t, newTestEngine(t, Config{}), InstanceConfig{Frozen: true}, setup)
 }
 
 const snapshotSetup = `globalThis.log = []; globalThis.settle = null; 0`
