@@ -365,6 +365,14 @@ func (in *Instance) RestartClock() {
 	in.born = time.Now().Add(-time.Duration(in.origin))
 }
 
+// AdvanceClock moves the monotonic clock forward by d, as if d had passed
+// while the instance was held (a resumed snapshot whose time away counts).
+func (in *Instance) AdvanceClock(d time.Duration) {
+	if d > 0 {
+		in.born = in.born.Add(-d)
+	}
+}
+
 // Dead reports whether the instance can no longer run code.
 func (in *Instance) Dead() bool { return in.dead }
 

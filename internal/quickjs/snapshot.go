@@ -75,6 +75,18 @@ func (in *Instance) Snapshot() ([]byte, error) {
 	}
 	// Buffers are reused: on the machines measured, a first touch of a
 	// page of new memory costs more than compressing it.
+	// Below the stack pointer is dead stack, zero in the image: clearing
+	// what the run left there keeps it out of the snapshot.
+	if sp := in.mod.ExportedGlobal("__stack_pointer"); sp != nil {
+		if top := int(uint32(sp.Get())); top <= len(buf) {
+			for p := 0; p < top; p += pageSize {
+				end := min(p+pageSize, top)
+				if !isZero(buf[p:end]) {
+					clear(buf[p:end])
+				}
+			}
+		}
+	}
 	raw := rawBuffers.Get().(*bytes.Buffer)
 	defer rawBuffers.Put(raw)
 	raw.Reset()
@@ -93,7 +105,9 @@ func (in *Instance) Snapshot() ([]byte, error) {
 	w(uint32(len(rng)))
 	raw.Write(rng)
 	// Runs of pages that differ from the image (or lie beyond it and are
-	// not zero).
+	// not zero), each written as its XOR with the image: a page where a
+	// run changed a few words is mostly zero bytes, which compress to
+	// almost nothing.
 	pages := len(buf) / pageSize
 	for i := 0; i < pages; {
 		if samePage(buf, img.mem, i) {
@@ -106,7 +120,9 @@ func (in *Instance) Snapshot() ([]byte, error) {
 		}
 		w(uint32(i))
 		w(uint32(j - i))
-		raw.Write(buf[i*pageSize : j*pageSize])
+		for k := i; k < j; k++ {
+			writeXOR(raw, buf[k*pageSize:(k+1)*pageSize], imagePage(img.mem, k))
+		}
 		i = j
 	}
 	enc := encBuffers.Get().(*[]byte)
@@ -124,6 +140,35 @@ var (
 	rawBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 	encBuffers = sync.Pool{New: func() any { return new([]byte) }}
 )
+
+// imagePage is page i of the image, or nil beyond it (where the image
+// reads as zero).
+func imagePage(image []byte, i int) []byte {
+	if (i+1)*pageSize <= len(image) {
+		return image[i*pageSize : (i+1)*pageSize]
+	}
+	return nil
+}
+
+// writeXOR writes page XOR base (page itself when base is nil).
+func writeXOR(w *bytes.Buffer, page, base []byte) {
+	if base == nil {
+		w.Write(page)
+		return
+	}
+	var tmp [pageSize]byte
+	for k := 0; k < pageSize; k += 8 {
+		binary.LittleEndian.PutUint64(tmp[k:], binary.LittleEndian.Uint64(page[k:])^binary.LittleEndian.Uint64(base[k:]))
+	}
+	w.Write(tmp[:])
+}
+
+// xorInto XORs delta into dst, eight bytes at a time (both are whole pages).
+func xorInto(dst, delta []byte) {
+	for k := 0; k+8 <= len(delta); k += 8 {
+		binary.LittleEndian.PutUint64(dst[k:], binary.LittleEndian.Uint64(dst[k:])^binary.LittleEndian.Uint64(delta[k:]))
+	}
+}
 
 func samePage(buf, image []byte, i int) bool {
 	p := buf[i*pageSize : (i+1)*pageSize]
@@ -224,8 +269,13 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 		in.Close()
 		return nil, ErrDead
 	}
+	// The new instance reads as the image (and zero beyond it) but for the
+	// random seed NewInstance gave it; with that put back, XOR with the
+	// recorded differences gives the snapshot's memory.
+	rs := img.e.randomState
+	copy(buf[rs:rs+8], img.mem[rs:rs+8])
 	for i, x := range runs {
-		copy(buf[int(x.first)*pageSize:], data[i])
+		xorInto(buf[int(x.first)*pageSize:], data[i])
 	}
 	if err := setGlobals(in.mod, img.e.globals, globals); err != nil {
 		in.Close()
