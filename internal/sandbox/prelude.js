@@ -469,7 +469,10 @@
       id = done;
       let resolve, reject;
       p = new PromiseCtor((res, rej) => { resolve = res; reject = rej; });
-      mapSet(pending, id, { resolve, reject, ns, name });
+      // The call's failure, made when it arrives, carries the stack of the
+      // call, as one decided at once does: it locates the call in the
+      // program however long the tool takes (or the run is suspended).
+      mapSet(pending, id, { resolve, reject, ns, name, site: new ErrorCtor() });
     } else {
       id = -done;
       const r = JSONParse(host(OP_FAILURE));
@@ -491,7 +494,9 @@
       c.resolve(JSONParse(payload));
     } else {
       const r = JSONParse(payload);
-      c.reject(makeError(c.ns, c.name, r.kind, r.message));
+      const e = makeError(c.ns, c.name, r.kind, r.message);
+      defineProperty(e, "stack", { __proto__: null, value: c.site.stack, writable: true, enumerable: false, configurable: true });
+      c.reject(e);
     }
   }
 
