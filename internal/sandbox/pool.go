@@ -45,6 +45,8 @@ type pool struct {
 	used   uint64 // LRU clock value, under Sandbox.poolMu
 	active bool   // the image was asked for; under Sandbox.poolMu
 
+	capturing sync.Mutex // held while capture boots
+
 	mu      sync.Mutex
 	img     *quickjs.Image
 	ctl     controls // the control values, valid in every instance of img
@@ -55,8 +57,22 @@ type pool struct {
 // acquire returns an instance for the configuration: from its image when
 // there is one, else booted now; and the pool to tell once the instance is
 // released (nil when there is none).
-func (s *Sandbox) acquire(memory uint64, spec string) (*booted, *pool, error) {
+//
+// An instance that must be able to suspend (image set) always comes from
+// the image, made now if need be.
+func (s *Sandbox) acquire(memory uint64, spec string, image bool) (*booted, *pool, error) {
 	p := s.pool(poolKey{memory, spec})
+	if image {
+		if s.bootEveryRun {
+			return nil, nil, errNoImages
+		}
+		if p == nil {
+			return nil, nil, ErrClosed
+		}
+		if err := p.capture(s); err != nil {
+			return nil, p, err
+		}
+	}
 	if p != nil {
 		p.mu.Lock()
 		img, ctl := p.img, p.ctl
@@ -69,7 +85,7 @@ func (s *Sandbox) acquire(memory uint64, spec string) (*booted, *pool, error) {
 			return &booted{in: in, ctl: ctl}, p, nil
 		}
 	}
-	b, err := s.boot(memory, spec)
+	b, err := s.boot(memory, spec, false)
 	return b, p, err
 }
 
@@ -85,7 +101,7 @@ func (s *Sandbox) pool(k poolKey) *pool {
 		p.used = s.poolClock
 		if !p.active {
 			p.active = true
-			p.background(func() { p.capture(s) })
+			p.background(func() { _ = p.capture(s) })
 		}
 		return p
 	}
@@ -122,25 +138,47 @@ func (p *pool) background(f func()) {
 	}()
 }
 
-// capture boots an instance and keeps its image. When booting fails, runs
-// boot for themselves and report the error.
-func (p *pool) capture(s *Sandbox) {
-	b, err := s.boot(p.key.memory, p.key.spec)
+// capture makes the pool's image unless it has one. When booting fails,
+// runs boot for themselves and report the error. The instance is booted
+// frozen, so the image is the same in every process and suspended runs can
+// resume against it anywhere.
+func (p *pool) capture(s *Sandbox) error {
+	p.capturing.Lock()
+	defer p.capturing.Unlock()
+	p.mu.Lock()
+	done, stopped := p.img != nil, p.stopped
+	p.mu.Unlock()
+	if done {
+		return nil
+	}
+	if stopped {
+		return ErrClosed
+	}
+	b, err := s.boot(p.key.memory, p.key.spec, true)
 	if err != nil {
-		return
+		return err
 	}
 	img, err := b.in.Capture()
 	b.in.Close()
 	if err != nil {
-		return
+		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.stopped || p.img != nil {
+	if p.stopped {
 		img.Close()
-		return
+		return ErrClosed
 	}
 	p.img, p.ctl = img, b.ctl
+	return nil
+}
+
+// image returns the pool's image and control values, or nil when it has
+// none (yet, or any more).
+func (p *pool) image() (*quickjs.Image, controls) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.img, p.ctl
 }
 
 // released is called once a run's instance is closed. When it could not be
@@ -180,8 +218,8 @@ func (s *Sandbox) stopPools() {
 }
 
 // boot creates an instance, runs the prelude and installs the bindings.
-func (s *Sandbox) boot(memory uint64, spec string) (b *booted, err error) {
-	in, err := s.engine.NewInstance(context.Background(), quickjs.InstanceConfig{MemoryLimit: memory, StackSize: stackSize})
+func (s *Sandbox) boot(memory uint64, spec string, frozen bool) (b *booted, err error) {
+	in, err := s.engine.NewInstance(context.Background(), quickjs.InstanceConfig{MemoryLimit: memory, StackSize: stackSize, Frozen: frozen})
 	if err != nil {
 		return nil, err
 	}

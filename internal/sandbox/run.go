@@ -26,15 +26,26 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (Result, error) {
 	if err := validate(&req); err != nil {
 		return Result{}, err
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return Result{}, ErrClosed
+	if err := s.begin(); err != nil {
+		return Result{}, err
 	}
-	s.runs.Add(1)
-	s.mu.Unlock()
 	defer s.runs.Done() // Run always waits for its worker, so this covers both
+	// Guest code needs no watcher: the instance checks its own deadline at
+	// every fuel tick (see quickjs.Instance.SetDeadline), and a
+	// cancellation of the caller's context kills it through the AfterFunc
+	// below. So the run executes on the caller's goroutine, with no
+	// goroutine to start or wake.
+	r := s.newRun(ctx, req)
+	stop := context.AfterFunc(ctx, func() { r.expire(Abort) })
+	r.work(r.execute)
+	stop()
+	return r.result(), nil
+}
 
+// newRun makes the state of one run and its context: the deadline and the
+// caller's cancellation reach call work and the run loop's waits through
+// r.ctx.
+func (s *Sandbox) newRun(ctx context.Context, req Request) *run {
 	if req.MemoryBytes == 0 {
 		req.MemoryBytes = DefaultMemoryBytes
 	}
@@ -46,18 +57,13 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (Result, error) {
 		req:         req,
 		caller:      ctx,
 		inflight:    map[int]context.CancelFunc{},
+		held:        map[int]heldCall{},
 		timers:      map[int]time.Time{},
 		completions: make(chan completion, 16),
 		stop:        make(chan struct{}),
 		expired:     make(chan struct{}),
 		rejected:    map[uint32]rejection{},
 	}
-	// r.ctx carries the deadline and the caller's cancellation to call
-	// work and to the run loop's waits. Guest code needs no watcher: the
-	// instance checks its own deadline at every fuel tick (see
-	// quickjs.Instance.SetDeadline), and a cancellation of the caller's
-	// context kills it through the AfterFunc below. So the run executes on
-	// the caller's goroutine, with no goroutine to start or wake.
 	switch {
 	case !req.Deadline.IsZero():
 		r.deadline = req.Deadline
@@ -68,10 +74,18 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (Result, error) {
 	default:
 		r.ctx, r.cancel = context.WithCancel(ctx)
 	}
-	stop := context.AfterFunc(ctx, func() { r.expire(Abort) })
-	r.work()
-	stop()
-	return r.result(), nil
+	return r
+}
+
+// begin registers a run with the Sandbox; done must follow.
+func (s *Sandbox) begin() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.runs.Add(1)
+	return nil
 }
 
 // completion is a finished call, posted by its goroutine.
@@ -101,6 +115,7 @@ type run struct {
 	main     quickjs.Value
 
 	inflight    map[int]context.CancelFunc
+	held        map[int]heldCall // calls admitted with ErrHold, also in inflight
 	early       []completion // received by awaitQuick for another call
 	paths       []callPath   // registered by the prelude (OP_PATH); a path's id is its index + 1
 	pathBytes   int          // JSON bytes of the paths registered so far
@@ -119,6 +134,7 @@ type run struct {
 	complete bool // work has recorded its outcome; a later expiry is moot
 	res      Result
 	logBytes int
+	susp     *Suspension // set when the run suspended
 }
 
 type controls struct {
@@ -159,9 +175,11 @@ func (r *run) result() Result {
 	defer r.mu.Unlock()
 	res := r.res
 	res.Logs = append([]Log(nil), r.res.Logs...)
+	res.Suspended = r.susp
 	if r.expiry != "" {
 		res.Value = nil
 		res.Failure = r.expiryFailure()
+		res.Suspended = nil
 	}
 	return res
 }
@@ -177,9 +195,10 @@ func (r *run) expiryFailure() *Failure {
 	return &Failure{Kind: Abort, Message: msg}
 }
 
-// work owns the engine instance for the whole run.
-func (r *run) work() {
-	f := r.execute()
+// work owns the engine instance for the whole run; start begins it (a
+// new run, or a resumed one) and drives it to its end.
+func (r *run) work(start func() *Failure) {
+	f := start()
 	r.mu.Lock()
 	if f != nil {
 		r.res.Failure = f
@@ -213,23 +232,14 @@ func (r *run) work() {
 }
 
 func (r *run) execute() *Failure {
-	b, p, err := r.s.acquire(r.req.MemoryBytes, bindingSpec(r.req.Bindings))
+	b, p, err := r.s.acquire(r.req.MemoryBytes, bindingSpec(r.req.Bindings), r.req.Suspend)
 	r.pool = p
 	if err != nil {
 		return &Failure{Kind: WorkerExit, Message: "the engine could not start: " + err.Error()}
 	}
+	r.bind(b)
+	b.in.RestartClock()
 	in := b.in
-	r.b, r.ctl = b, b.ctl
-	in.SetHost(r.host)
-	in.SetDeadline(r.deadline)
-	in.RestartClock()
-	r.mu.Lock()
-	r.in = in
-	expired := r.expiry != ""
-	r.mu.Unlock()
-	if expired {
-		in.Kill()
-	}
 	code, f := r.load()
 	if code == nil {
 		return f
@@ -245,6 +255,21 @@ func (r *run) execute() *Failure {
 	}
 	r.main = main
 	return r.loop()
+}
+
+// bind makes b the run's instance.
+func (r *run) bind(b *booted) {
+	in := b.in
+	r.b, r.ctl = b, b.ctl
+	in.SetHost(r.host)
+	in.SetDeadline(r.deadline)
+	r.mu.Lock()
+	r.in = in
+	expired := r.expiry != ""
+	r.mu.Unlock()
+	if expired {
+		in.Kill()
+	}
 }
 
 // load compiles the program, or Fallback's program when it does not
@@ -363,6 +388,17 @@ func (r *run) loop() *Failure {
 				return r.engineFailure(err)
 			}
 			continue
+		}
+		if len(r.held) > 0 && len(r.inflight) == len(r.held) {
+			// Nothing is under way but held calls: fire the timers that are
+			// due, then suspend.
+			if next, ok := r.nextTimer(); ok && !next.After(time.Now()) {
+				if err := r.fireDue(); err != nil {
+					return r.engineFailure(err)
+				}
+				continue
+			}
+			return r.suspend()
 		}
 		var timerC <-chan time.Time
 		if next, ok := r.nextTimer(); ok {
@@ -725,6 +761,7 @@ func (r *run) host(in *quickjs.Instance, name string, args []quickjs.Value) (qui
 		if c, ok := r.inflight[num(1)]; ok {
 			c()
 			delete(r.inflight, num(1))
+			delete(r.held, num(1))
 		}
 	}
 	return in.Undefined()
@@ -858,7 +895,12 @@ func (r *run) startCall(id, pathID int, input string) (result string, state int)
 	if err := CheckData([]byte(input), "the input"); err != nil {
 		return refuse(r.dataKind(p.ns), err.Error())
 	}
-	work, err := admit(r.req.Bindings[p.ns], Call{Path: p.path, Key: p.key, Input: json.RawMessage(input)})
+	work, err := admit(r.req.Bindings[p.ns], Call{ID: id, Path: p.path, Key: p.key, Input: json.RawMessage(input)})
+	if err == ErrHold && r.req.Suspend {
+		r.inflight[id] = func() {}
+		r.held[id] = heldCall{ns: p.ns, path: pathID, input: input}
+		return "", callStarted
+	}
 	if err != nil {
 		ce := &CallError{Kind: "Error", Message: "the call was refused"}
 		errors.As(err, &ce)

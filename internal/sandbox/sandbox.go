@@ -208,6 +208,12 @@ type Request struct {
 	// MaxLogBytes caps the console text kept; later lines are dropped and
 	// Result.LogsDropped counts them. Zero means DefaultMaxLogBytes.
 	MaxLogBytes int
+
+	// Suspend lets Admit hold calls (by returning ErrHold): a held call's
+	// work is not run; when the program has nothing left to do but wait
+	// for held calls, the run stops and Result.Suspended records it, for
+	// Resume to continue with the calls' results.
+	Suspend bool
 }
 
 // Defaults for Request fields left zero.
@@ -253,6 +259,7 @@ type ErrorClass struct {
 
 // Call describes one call of a binding member.
 type Call struct {
+	ID    int      // the call's number in the run, from 1
 	Path  []string        // member path below the namespace
 	Key   string          // Path's names joined with NUL: one string per path, for lookups
 	Input json.RawMessage // the argument's JSON; {} when absent
@@ -284,6 +291,9 @@ type Result struct {
 	LogsDropped int
 	// Failure is nil for a successful run.
 	Failure *Failure
+	// Suspended is set when the run suspended (see Request.Suspend); Value
+	// and Failure are then unset.
+	Suspended *Suspension
 }
 
 // Log is one console line.
