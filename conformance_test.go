@@ -208,6 +208,27 @@ func (cr *caseRun) ended(ctx context.Context, _ ToolCallEnd) {
 }
 
 func (h *confHost) run(t *testing.T, c confCase) {
+	res, err := Execute(context.Background(), h.options(t, c), c.Code)
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	if msg := checkExpect(c.Expect, res); msg != "" {
+		t.Errorf("%s\ncode: %s\nresult: %s\nnotes: %s", msg, c.Code, clip(res), c.Notes)
+	}
+}
+
+// clip is a Result's JSON, cut for a test message.
+func clip(res Result) []byte {
+	b, _ := json.Marshal(res)
+	if len(b) > 2000 {
+		b = append(b[:2000], "..."...)
+	}
+	return b
+}
+
+// options are the Runtime options of a case: its tools, served by its
+// behaviours, and its limits.
+func (h *confHost) options(t *testing.T, c confCase) Options {
 	cr := &caseRun{h: h, callIndex: map[string]int{}, running: map[context.Context]*callState{}}
 	tools := Tools{}
 	for _, ct := range c.Tools {
@@ -260,17 +281,7 @@ func (h *confHost) run(t *testing.T, c confCase) {
 			opts.MaxOutputBytes = zeroMeansNone(*l.MaxOutputBytes)
 		}
 	}
-	res, err := Execute(context.Background(), opts, c.Code)
-	if err != nil {
-		t.Fatalf("Execute: %v", err)
-	}
-	if msg := checkExpect(c.Expect, res); msg != "" {
-		b, _ := json.Marshal(res)
-		if len(b) > 2000 {
-			b = append(b[:2000], "..."...)
-		}
-		t.Errorf("%s\ncode: %s\nresult: %s\nnotes: %s", msg, c.Code, b, c.Notes)
-	}
+	return opts
 }
 
 // zeroMeansNone maps the suite's "0 = none allowed" to Options' negative.

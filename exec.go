@@ -22,6 +22,13 @@ type execution struct {
 	rt      *Runtime
 	limiter *fifo
 	src     *source
+	lim     limits
+	// hold makes admitted calls of the host's tools wait for Resume
+	// instead of running (ExecuteSuspendable); held maps their sandbox
+	// call ids to their audit index.
+	hold     bool
+	held     map[int]int
+	deadline time.Time // zero without a Timeout
 
 	mu       sync.Mutex
 	calls    []ToolCall
@@ -46,14 +53,43 @@ const maxPendingCalls = 10_000
 
 const toolErrorMember = "tool"
 
+// limits are the limits a run keeps from start to end (a resumed run
+// keeps those it started with).
+type limits struct {
+	Timeout        time.Duration `json:"timeout,omitempty"`
+	MaxToolCalls   int           `json:"maxToolCalls,omitempty"`
+	MaxOutputBytes int           `json:"maxOutputBytes,omitempty"`
+	MaxMemoryBytes int64         `json:"maxMemoryBytes"`
+	// CountAway: time spent suspended counts against Timeout.
+	CountAway bool `json:"countAway,omitempty"`
+}
+
+func (rt *Runtime) limits() limits {
+	o := &rt.opts
+	return limits{Timeout: o.Timeout, MaxToolCalls: o.MaxToolCalls, MaxOutputBytes: o.MaxOutputBytes,
+		MaxMemoryBytes: o.MaxMemoryBytes, CountAway: o.TimeoutIncludesSuspended}
+}
+
 func (rt *Runtime) execute(ctx context.Context, code string) (Result, error) {
+	ex, sr, early, err := rt.start(ctx, code, false)
+	if early != nil {
+		return *early, err
+	}
+	return rt.finish(ctx, ex, sr)
+}
+
+// start checks, compiles and runs a program; with hold, tool calls wait
+// for Resume. early is set when the run ended before it reached the
+// sandbox (it did not compile, or the sandbox refused it): it is the
+// Result, with err.
+func (rt *Runtime) start(ctx context.Context, code string, hold bool) (ex *execution, sr sandbox.Result, early *Result, err error) {
 	// The run's time starts now: checking and compiling count against it.
 	var deadline time.Time
 	if rt.opts.Timeout > 0 {
 		deadline = time.Now().Add(rt.opts.Timeout)
 	}
 	if e := typescript.Check(code); e != nil {
-		return Result{Error: compileDiagnostic(code, e), ToolCalls: []ToolCall{}}, nil
+		return nil, sr, &Result{Error: compileDiagnostic(code, e), ToolCalls: []ToolCall{}}, nil
 	}
 	// Plain JavaScript runs as written; only a program that does not
 	// compile that way (TypeScript, or a syntax error) goes through
@@ -65,30 +101,50 @@ func (rt *Runtime) execute(ctx context.Context, code string) (Result, error) {
 	if src.prog != nil {
 		program = src.prog.Script
 	}
-	ex := &execution{rt: rt, limiter: newFIFO(rt.opts.MaxConcurrency), src: src}
+	ex = rt.newExecution(src, rt.limits(), hold)
+	ex.deadline = deadline
+	req := ex.request(deadline)
+	req.Program, req.Fallback = program, src.fallback
+	if sr, err = rt.sb.Run(ctx, req); err != nil {
+		return nil, sr, &Result{Error: &Diagnostic{Kind: ExecutionFailure, Message: err.Error()}, ToolCalls: []ToolCall{}}, err
+	}
+	return ex, sr, nil, nil
+}
+
+func (rt *Runtime) newExecution(src *source, lim limits, hold bool) *execution {
+	ex := &execution{rt: rt, limiter: newFIFO(rt.opts.MaxConcurrency), src: src, lim: lim, hold: hold}
+	if hold {
+		ex.held = map[int]int{}
+	}
+	return ex
+}
+
+// request is the sandbox request of the execution's run, but for the
+// program.
+func (ex *execution) request(deadline time.Time) sandbox.Request {
 	req := sandbox.Request{
-		Program:  program,
-		Fallback: src.fallback,
 		Bindings: []sandbox.Namespace{{
 			Name:       "tools",
-			Members:    rt.paths,
+			Members:    ex.rt.paths,
 			Admit:      ex.admit,
 			ErrorClass: &sandbox.ErrorClass{Name: "ToolError", Member: toolErrorMember, DataKind: string(InvalidDataValue)},
 		}},
-		Timeout:     rt.opts.Timeout,
+		Timeout:     ex.lim.Timeout,
 		Deadline:    deadline,
-		MemoryBytes: uint64(rt.opts.MaxMemoryBytes),
+		MemoryBytes: uint64(ex.lim.MaxMemoryBytes),
+		Suspend:     ex.hold,
 	}
-	if b, limited := rt.outputBudget(); limited {
+	if b, limited := outputBudget(ex.lim.MaxOutputBytes); limited {
 		// One byte over the budget tells the two cases apart; the cut
 		// itself happens in applyBudget.
 		req.MaxOutputBytes = b + 1
 		req.MaxLogBytes = b + 1
 	}
-	sr, err := rt.sb.Run(ctx, req)
-	if err != nil {
-		return Result{Error: &Diagnostic{Kind: ExecutionFailure, Message: err.Error()}, ToolCalls: []ToolCall{}}, err
-	}
+	return req
+}
+
+// finish turns the sandbox's result of a run that ended into the Result.
+func (rt *Runtime) finish(ctx context.Context, ex *execution, sr sandbox.Result) (Result, error) {
 	res := ex.result(sr)
 	if sr.Failure != nil && sr.Failure.Kind == sandbox.Abort {
 		// An interruption, not a failure of the program's: no diagnostic
@@ -114,6 +170,21 @@ type source struct {
 	// tooBig marks a program that did not compile as JavaScript and is
 	// too large for esbuild.
 	tooBig bool
+	// transformed marks a resumed program that ran as esbuild's output;
+	// prog is nil until recompile makes it again (only a failure's
+	// location needs it).
+	transformed bool
+}
+
+// recompile makes prog again for a resumed program that ran as esbuild's
+// output. esbuild's output for a program is always the same.
+func (s *source) recompile() {
+	if s.prog != nil || !s.transformed {
+		return
+	}
+	if p, err := typescript.Compile(context.Background(), s.code); err == nil {
+		s.prog = p
+	}
 }
 
 // fallback is the sandbox's Request.Fallback: esbuild's transform of the
@@ -134,8 +205,8 @@ func (s *source) fallback(ctx context.Context) (string, bool) {
 	return p.Script, true
 }
 
-func (rt *Runtime) outputBudget() (int, bool) {
-	switch b := rt.opts.MaxOutputBytes; {
+func outputBudget(max int) (int, bool) {
+	switch b := max; {
 	case b == 0:
 		return 0, false
 	case b < 0:
@@ -162,7 +233,7 @@ func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
 		name = entry.name
 	}
 	ex.mu.Lock()
-	limit := ex.rt.opts.MaxToolCalls
+	limit := ex.lim.MaxToolCalls
 	if limit < 0 || (limit > 0 && ex.admitted >= limit) {
 		ex.mu.Unlock()
 		n := limit
@@ -195,12 +266,12 @@ func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
 	}
 
 	ex.mu.Lock()
-	if ex.pending >= maxPendingCalls || int64(ex.pendingBytes+len(c.Input)) > ex.rt.opts.MaxMemoryBytes {
+	if ex.pending >= maxPendingCalls || int64(ex.pendingBytes+len(c.Input)) > ex.lim.MaxMemoryBytes {
 		n, b := ex.pending, ex.pendingBytes
 		ex.mu.Unlock()
 		return nil, &sandbox.CallError{Kind: string(ToolCallLimitExceeded),
 			Message: fmt.Sprintf("%s was not called: %d calls with %d bytes of input are already waiting or running, and a run may have at most %d calls and %d bytes of input under way; await calls before starting more",
-				jsPath(c.Path), n, b, maxPendingCalls, ex.rt.opts.MaxMemoryBytes)}
+				jsPath(c.Path), n, b, maxPendingCalls, ex.lim.MaxMemoryBytes)}
 	}
 	ex.pending++
 	ex.pendingBytes += len(c.Input)
@@ -208,6 +279,11 @@ func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
 	ex.admitted++
 	if !ex.frozen {
 		ex.calls = append(ex.calls, ToolCall{Name: name})
+	}
+	if ex.hold && !builtin {
+		ex.held[c.ID] = index
+		ex.mu.Unlock()
+		return nil, sandbox.ErrHold
 	}
 	ex.mu.Unlock()
 	slot := ex.limiter.enqueue()
@@ -338,8 +414,12 @@ func callTool(ctx context.Context, run func(context.Context, json.RawMessage) (a
 	return run(ctx, input)
 }
 
-func (ex *execution) hookStart(ctx context.Context, s ToolCallStart) {
-	if h := ex.rt.opts.OnToolCallStart; h != nil {
+func (ex *execution) hookStart(ctx context.Context, s ToolCallStart) { ex.rt.hookStart(ctx, s) }
+
+func (ex *execution) hookEnd(ctx context.Context, e ToolCallEnd) { ex.rt.hookEnd(ctx, e) }
+
+func (rt *Runtime) hookStart(ctx context.Context, s ToolCallStart) {
+	if h := rt.opts.OnToolCallStart; h != nil {
 		func() {
 			defer func() { _ = recover() }()
 			h(ctx, s)
@@ -347,8 +427,8 @@ func (ex *execution) hookStart(ctx context.Context, s ToolCallStart) {
 	}
 }
 
-func (ex *execution) hookEnd(ctx context.Context, e ToolCallEnd) {
-	if h := ex.rt.opts.OnToolCallEnd; h != nil {
+func (rt *Runtime) hookEnd(ctx context.Context, e ToolCallEnd) {
+	if h := rt.opts.OnToolCallEnd; h != nil {
 		func() {
 			defer func() { _ = recover() }()
 			h(ctx, e)
@@ -385,14 +465,14 @@ func (ex *execution) result(sr sandbox.Result) Result {
 	for i, l := range sr.Logs {
 		logs[i] = l.Text
 	}
-	ex.rt.applyBudget(&res, sr.ValueBytes, logs, sr.LogsDropped)
+	applyBudget(ex.lim.MaxOutputBytes, &res, sr.ValueBytes, logs, sr.LogsDropped)
 	return res
 }
 
 // applyBudget enforces MaxOutputBytes: the value first, then log lines
 // from the start while they fit, then one marker line.
-func (rt *Runtime) applyBudget(res *Result, valueBytes int, logs []string, dropped int) {
-	budget, limited := rt.outputBudget()
+func applyBudget(max int, res *Result, valueBytes int, logs []string, dropped int) {
+	budget, limited := outputBudget(max)
 	if d := res.Error; d != nil && limited && len(d.Message) > budget {
 		// A failure has no value; its message, which may hold anything the
 		// program threw (or a tool path it made up), is held to the
@@ -446,6 +526,7 @@ func cutUTF8(s string, n int) string {
 func (ex *execution) diagnose(f *sandbox.Failure) *Diagnostic {
 	d := &Diagnostic{Kind: ExecutionFailure, Message: f.Message}
 	locate := func() {
+		ex.src.recompile()
 		if f.Line > 0 {
 			if l, c, ok := ex.src.prog.Position(f.Line, f.Column); ok {
 				d.Location = &Location{Line: l, Column: c}

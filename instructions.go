@@ -79,7 +79,7 @@ func (rt *Runtime) limitsText() string {
 	case n > 0:
 		parts = append(parts, fmt.Sprintf("at most %d tool calls per run", n))
 	}
-	if b, limited := rt.outputBudget(); limited {
+	if b, limited := outputBudget(rt.opts.MaxOutputBytes); limited {
 		parts = append(parts, fmt.Sprintf("the result and logs together are cut at %d bytes", b))
 	}
 	return strings.Join(parts, "; ")

@@ -92,6 +92,22 @@ type Options struct {
 	// no metrics.
 	MeterProvider metric.MeterProvider
 
+	// StateKey authenticates the states of suspended runs (see
+	// [Runtime.ExecuteSuspendable]) with HMAC-SHA256: Resume refuses a
+	// state not made with the same key. It must be at least 32 bytes,
+	// secret, and the same in every process that resumes the runs. Nil
+	// means runs cannot suspend.
+	StateKey []byte
+
+	// TimeoutIncludesSuspended makes the wall time a run spends suspended
+	// count against its Timeout, and move its timers and performance.now()
+	// on by as much: a run resumed after its deadline ends with
+	// TimeoutExceeded, and timers due while it was away fire, in order,
+	// before the results delivered with it. False (the default) counts only
+	// the time the run spends running, as if the tool calls it waited for
+	// had answered at once. A run keeps the setting it started with.
+	TimeoutIncludesSuspended bool
+
 	// TraceData puts what runs handle on their spans: the program text,
 	// each call's input and output, the result's value and the failure
 	// messages. False (the default) keeps spans to names, sizes, counts
@@ -166,6 +182,9 @@ func (o Options) WithUntrustedLimits() Options {
 	return o
 }
 
+// MinStateKeyBytes is the shortest Options.StateKey accepted.
+const MinStateKeyBytes = 32
+
 // Defaults for zero Options fields.
 const (
 	DefaultMaxMemoryBytes = 64 << 20
@@ -194,6 +213,9 @@ func (o *Options) normalize() error {
 		o.MaxConcurrency = DefaultMaxConcurrency
 	case o.MaxConcurrency < 0:
 		return bad("MaxConcurrency %d is negative", o.MaxConcurrency)
+	}
+	if o.StateKey != nil && len(o.StateKey) < MinStateKeyBytes {
+		return bad("StateKey has %d bytes; it needs at least %d", len(o.StateKey), MinStateKeyBytes)
 	}
 	if o.CatalogBudget == 0 {
 		o.CatalogBudget = DefaultCatalogBudget

@@ -24,6 +24,9 @@ type Runtime struct {
 	idx   indexCache
 	tel   *telemetry // nil: no providers
 
+	sumOnce sync.Once
+	sum     string // treeSum
+
 	// closing ends every run when Close is called.
 	closing context.Context
 	close   context.CancelFunc
@@ -71,34 +74,34 @@ func New(opts Options) (*Runtime, error) {
 // not fail, and Logs and ToolCalls hold what happened until then. No hook
 // runs after Execute returns.
 func (rt *Runtime) Execute(ctx context.Context, code string) (Result, error) {
-	rt.mu.Lock()
-	if rt.closed {
-		rt.mu.Unlock()
+	if rt.isClosed() {
 		return Result{ToolCalls: []ToolCall{}}, ErrClosed
 	}
-	rt.runs.Add(1)
-	rt.mu.Unlock()
-	defer rt.runs.Done()
 	var tel *runTelemetry
 	if rt.tel != nil {
 		ctx, tel = rt.tel.startRun(ctx, code)
 	}
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(rt.closing, func() { cancel(ErrStopped) })
-	defer stop()
-	res, err := rt.execute(runCtx, code)
+	runCtx, done, err := rt.enter(ctx)
 	if err != nil {
-		if errors.Is(context.Cause(runCtx), ErrStopped) {
-			err = ErrStopped
-		} else if e := ctx.Err(); e != nil {
-			err = e
+		res := Result{ToolCalls: []ToolCall{}}
+		if tel != nil {
+			tel.end(res, err)
 		}
+		return res, err
 	}
+	defer done()
+	res, err := rt.execute(runCtx, code)
+	err = rt.interruption(ctx, runCtx, err)
 	if tel != nil {
 		tel.end(res, err)
 	}
 	return res, err
+}
+
+func (rt *Runtime) isClosed() bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.closed
 }
 
 // Execute runs one program with a Runtime made from opts:

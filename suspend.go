@@ -1,0 +1,488 @@
+package codemode
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/codemode-go/codemode/internal/sandbox"
+	"github.com/codemode-go/codemode/internal/typescript"
+)
+
+// Suspended is a run stopped while it waits for tool calls; see
+// [Runtime.ExecuteSuspendable].
+type Suspended struct {
+	// State is the run as bytes, for [Runtime.Resume] in this process or
+	// any other whose Runtime has the same engine build, tool tree and
+	// StateKey. It is authenticated, not encrypted: it holds the program,
+	// its logs, the inputs of its calls, the results delivered so far and
+	// whatever the program keeps in memory. Store it where the tool
+	// results themselves may be kept.
+	State []byte
+	// Pending are the calls the run waits for, in the order they were
+	// made. Each needs a result (Runtime.Call runs the tool; a host may
+	// also answer for it, say with a human's decision). Results can be
+	// delivered all at once or a few at a time.
+	Pending []PendingCall
+	// NextTimer, when not zero, is how long after suspending the
+	// program's earliest timer is due (see
+	// Options.TimeoutIncludesSuspended).
+	NextTimer time.Duration
+	// Deadline, when the run has a Timeout and
+	// Options.TimeoutIncludesSuspended was set, is when it times out: a
+	// Resume after it ends the run with TimeoutExceeded. Zero otherwise.
+	Deadline time.Time
+	// RunID names the run across its suspensions; Step counts them from
+	// 1. A state can be resumed more than once (it is a value); a host
+	// that must continue each step only once records RunID and Step.
+	RunID string
+	Step  int
+}
+
+// PendingCall is a tool call a suspended run waits for.
+type PendingCall struct {
+	// ID is the call's index in the run's Result.ToolCalls.
+	ID int `json:"id"`
+	// Name is the tool's dot-joined path; Path its segments.
+	Name  string          `json:"name"`
+	Path  []string        `json:"path"`
+	Input json.RawMessage `json:"input"`
+}
+
+// CallResult is the result of a pending call, delivered by
+// [Runtime.Resume].
+type CallResult struct {
+	// ID is the PendingCall's.
+	ID int
+	// Output is the tool's result as JSON, used when Err is nil; empty
+	// means null. It must be plain data (and match the tool's Output
+	// schema when ValidateOutput is set), or the program sees
+	// InvalidToolOutput.
+	Output json.RawMessage
+	// Err fails the call. As with Tool.Run, the program sees the message
+	// of an error made with ToolError and "Tool execution failed" for
+	// any other.
+	Err error
+	// Duration is how long the call took, for the audit.
+	Duration time.Duration
+}
+
+// Errors of suspending and resuming runs. Resume returns them before any
+// of the state reaches the engine.
+var (
+	// ErrNoStateKey: Options.StateKey is not set, so runs cannot suspend.
+	ErrNoStateKey = errors.New("codemode: runs cannot suspend or resume without Options.StateKey")
+	// ErrStateInvalid: the state is damaged, truncated, was not made by
+	// codemode, or was made with another StateKey.
+	ErrStateInvalid = errors.New("codemode: the state is damaged or was not made with this StateKey")
+	// ErrStateEngine: the state was made with another engine build.
+	ErrStateEngine = errors.New("codemode: the state was made with another engine build")
+	// ErrStateTools: the state was made by a Runtime with another tool
+	// tree (tools added, removed, or their schemas changed).
+	ErrStateTools = errors.New("codemode: the state was made with another tool tree")
+	// ErrStateCall: a result names a call the run is not waiting for, or
+	// names one twice.
+	ErrStateCall = errors.New("codemode: result for a call that is not pending")
+)
+
+// stateHeader is the Runtime's part of a state; the sandbox's follows it.
+type stateHeader struct {
+	Engine      string        `json:"engine"`
+	Tools       string        `json:"tools"`
+	RunID       string        `json:"runId"`
+	Step        int           `json:"step"`
+	Code        string        `json:"code"`
+	Transformed bool          `json:"transformed,omitempty"`
+	Limits      limits        `json:"limits"`
+	Remaining   time.Duration `json:"remaining,omitempty"` // of Timeout, when the run suspended
+	SuspendedAt int64         `json:"suspendedAt"`         // Unix nanoseconds
+	Calls       []ToolCall    `json:"calls"`
+	Admitted    int           `json:"admitted"`
+	Held        []heldEntry   `json:"held"`
+}
+
+// heldEntry links a sandbox call to its audit entry.
+type heldEntry struct {
+	Seq   int      `json:"seq"`   // sandbox call id
+	Index int      `json:"index"` // audit index, PendingCall.ID
+	Path  []string `json:"path"`
+	Bytes int      `json:"bytes"` // input size
+}
+
+const stateMagic = "CMSTATE1"
+
+// ExecuteSuspendable runs code as Execute does, except that it never runs
+// the host's tools itself: when the program has nothing left to do but
+// wait for tool calls (and timers), the run stops, and its state comes back
+// as a Suspended, holding the calls it waits for. The host gets their
+// results however it likes — Runtime.Call, a queue of workers, a human's
+// approval hours later — and continues the run with Resume, in this
+// process or another. A run that ends without waiting for a call returns
+// its Result as Execute would, with a nil Suspended.
+//
+// Tools.$codemode.search runs at once, as in Execute. The concurrency
+// limit does not apply to pending calls (the host runs them), nor do the
+// hooks (Runtime.Call calls them). Runs cannot suspend without
+// Options.StateKey (ErrNoStateKey).
+func (rt *Runtime) ExecuteSuspendable(ctx context.Context, code string) (Result, *Suspended, error) {
+	if len(rt.opts.StateKey) == 0 {
+		return Result{ToolCalls: []ToolCall{}}, nil, ErrNoStateKey
+	}
+	runCtx, done, err := rt.enter(ctx)
+	if err != nil {
+		return Result{ToolCalls: []ToolCall{}}, nil, err
+	}
+	defer done()
+	ex, sr, early, err := rt.start(runCtx, code, true)
+	if early != nil {
+		return *early, nil, rt.interruption(ctx, runCtx, err)
+	}
+	h := stateHeader{RunID: newRunID(), Code: code}
+	if ex.src.prog != nil {
+		h.Transformed = ex.src.prog.Transformed
+	}
+	return rt.step(ctx, runCtx, ex, sr, h)
+}
+
+// Resume continues a suspended run with results of its pending calls
+// (any number of them, in the order the program should see them
+// arrive) and runs it until it ends or suspends again. The run keeps the
+// limits it started with; its Timeout counts only the time it runs unless
+// Options.TimeoutIncludesSuspended was set when it started. Results for
+// calls that lost a Promise.race meanwhile are ignored, as a late answer
+// would be.
+//
+// A state that fails authentication, comes from another engine build or
+// tool tree, or results naming calls that are not pending, are refused
+// with ErrStateInvalid, ErrStateEngine, ErrStateTools or ErrStateCall
+// before anything runs.
+func (rt *Runtime) Resume(ctx context.Context, state []byte, results ...CallResult) (Result, *Suspended, error) {
+	none := Result{ToolCalls: []ToolCall{}}
+	if len(rt.opts.StateKey) == 0 {
+		return none, nil, ErrNoStateKey
+	}
+	h, inner, err := rt.openState(state)
+	if err != nil {
+		return none, nil, err
+	}
+	byIndex := map[int]heldEntry{}
+	for _, e := range h.Held {
+		byIndex[e.Index] = e
+	}
+	delivered := map[int]bool{}
+	for _, r := range results {
+		if _, ok := byIndex[r.ID]; !ok || delivered[r.ID] {
+			return none, nil, fmt.Errorf("%w: call %d", ErrStateCall, r.ID)
+		}
+		delivered[r.ID] = true
+	}
+	runCtx, done, err := rt.enter(ctx)
+	if err != nil {
+		return none, nil, err
+	}
+	defer done()
+
+	src := &source{code: h.Code, transformed: h.Transformed}
+	if !h.Transformed {
+		src.prog = typescript.Wrap(h.Code)
+	}
+	ex := rt.newExecution(src, h.Limits, true)
+	ex.calls, ex.admitted = h.Calls, h.Admitted
+	for _, e := range h.Held {
+		ex.held[e.Seq] = e.Index
+		if !delivered[e.Index] {
+			ex.pending++
+			ex.pendingBytes += e.Bytes
+		}
+	}
+	now := time.Now()
+	var away time.Duration
+	if h.Limits.CountAway {
+		away = max(now.Sub(time.Unix(0, h.SuspendedAt)), 0)
+	}
+	var deadline time.Time
+	if h.Limits.Timeout > 0 {
+		deadline = now.Add(h.Remaining - away)
+	}
+	ex.deadline = deadline
+	var deliveries []sandbox.Delivery
+	if deadline.IsZero() || now.Before(deadline) {
+		// (A run resumed after its deadline ends at once: its calls were
+		// still running when it timed out, as far as it knows.)
+		for _, r := range results {
+			deliveries = append(deliveries, ex.delivery(byIndex[r.ID], r))
+		}
+	}
+	sr, err := rt.sb.Resume(runCtx, ex.request(deadline), inner, deliveries, away)
+	switch {
+	case errors.Is(err, sandbox.ErrStateEngine):
+		return none, nil, ErrStateEngine
+	case errors.Is(err, sandbox.ErrNotHeld):
+		return none, nil, fmt.Errorf("%w: %w", ErrStateCall, err)
+	case errors.Is(err, sandbox.ErrStateCorrupt), errors.Is(err, sandbox.ErrStateMismatch):
+		return none, nil, fmt.Errorf("%w: %w", ErrStateInvalid, err)
+	case errors.Is(err, sandbox.ErrClosed):
+		return none, nil, ErrClosed
+	case err != nil:
+		return none, nil, err
+	}
+	return rt.step(ctx, runCtx, ex, sr, *h)
+}
+
+// delivery turns a result into what the program sees, and records the
+// call's outcome in the audit.
+func (ex *execution) delivery(e heldEntry, r CallResult) sandbox.Delivery {
+	d := sandbox.Delivery{ID: e.Seq}
+	outcome, path := OutcomeOK, jsPath(e.Path)
+	var oe *outputError
+	switch {
+	case errors.As(r.Err, &oe):
+		outcome = OutcomeInvalidOutput
+		d.Err = &sandbox.CallError{Kind: string(InvalidToolOutput), Message: path + " returned " + oe.err.Error()}
+	case r.Err != nil:
+		outcome = OutcomeError
+		msg, safe := safeMessage(r.Err)
+		if !safe {
+			msg = "Tool execution failed"
+		}
+		d.Err = &sandbox.CallError{Kind: string(ToolFailure), Message: msg}
+	default:
+		out, err := toolOutput(r.Output)
+		if entry := ex.rt.index[pathKey(e.Path)]; err == nil && entry != nil && entry.output != nil {
+			err = validateOutput(entry.output, out)
+		}
+		if err != nil {
+			outcome = OutcomeInvalidOutput
+			d.Err = &sandbox.CallError{Kind: string(InvalidToolOutput), Message: path + " returned " + err.Error()}
+		}
+		d.Out = out
+	}
+	if e.Index < len(ex.calls) {
+		ex.calls[e.Index].Outcome = outcome
+		ex.calls[e.Index].DurationMs = r.Duration.Milliseconds()
+	}
+	return d
+}
+
+// step ends a part of a suspendable run: with its Result when the run
+// ended, else with its new state.
+func (rt *Runtime) step(ctx, runCtx context.Context, ex *execution, sr sandbox.Result, h stateHeader) (Result, *Suspended, error) {
+	if sr.Suspended == nil {
+		res, err := rt.finish(runCtx, ex, sr)
+		return res, nil, rt.interruption(ctx, runCtx, err)
+	}
+	now := time.Now()
+	ex.mu.Lock()
+	ex.over = true
+	ex.mu.Unlock()
+	ex.ends.Wait() // search calls; none is running, but no hook may follow
+	ex.mu.Lock()
+	h.Calls = append([]ToolCall{}, ex.calls...)
+	h.Admitted = ex.admitted
+	ex.mu.Unlock()
+	h.Engine, h.Tools = engine.SHA256, rt.treeSum()
+	h.Step++
+	h.Limits = ex.lim
+	h.SuspendedAt = now.UnixNano()
+	h.Remaining = 0
+	if ex.lim.Timeout > 0 {
+		h.Remaining = max(ex.deadline.Sub(now), 0)
+	}
+	h.Held = h.Held[:0:0]
+	s := &Suspended{RunID: h.RunID, Step: h.Step, NextTimer: sr.Suspended.NextTimer}
+	if ex.lim.Timeout > 0 && ex.lim.CountAway {
+		s.Deadline = now.Add(h.Remaining)
+	}
+	for _, c := range sr.Suspended.Held {
+		index, ok := ex.held[c.ID]
+		if !ok {
+			return Result{ToolCalls: h.Calls}, nil, fmt.Errorf("codemode: internal error: held call %d has no audit entry", c.ID)
+		}
+		h.Held = append(h.Held, heldEntry{Seq: c.ID, Index: index, Path: c.Path, Bytes: len(c.Input)})
+		s.Pending = append(s.Pending, PendingCall{ID: index, Name: h.Calls[index].Name, Path: c.Path, Input: c.Input})
+	}
+	state, err := rt.sealState(&h, sr.Suspended.State)
+	if err != nil {
+		return Result{ToolCalls: h.Calls}, nil, err
+	}
+	s.State = state
+	return Result{ToolCalls: h.Calls}, s, nil
+}
+
+// sealState writes a state: the magic, the header's length and JSON, the
+// sandbox's bytes, and an HMAC-SHA256 of all of it under StateKey.
+func (rt *Runtime) sealState(h *stateHeader, inner []byte) ([]byte, error) {
+	head, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("codemode: the run could not be suspended: %w", err)
+	}
+	out := make([]byte, 0, len(stateMagic)+4+len(head)+len(inner)+sha256.Size)
+	out = append(out, stateMagic...)
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(head)))
+	out = append(out, head...)
+	out = append(out, inner...)
+	mac := hmac.New(sha256.New, rt.opts.StateKey)
+	mac.Write(out)
+	return mac.Sum(out), nil
+}
+
+// openState authenticates a state and checks it belongs to this engine
+// build and tool tree.
+func (rt *Runtime) openState(state []byte) (*stateHeader, []byte, error) {
+	if len(state) < len(stateMagic)+4+sha256.Size || string(state[:len(stateMagic)]) != stateMagic {
+		return nil, nil, ErrStateInvalid
+	}
+	body, sum := state[:len(state)-sha256.Size], state[len(state)-sha256.Size:]
+	mac := hmac.New(sha256.New, rt.opts.StateKey)
+	mac.Write(body)
+	if !hmac.Equal(mac.Sum(nil), sum) {
+		return nil, nil, ErrStateInvalid
+	}
+	rest := body[len(stateMagic):]
+	n := binary.LittleEndian.Uint32(rest)
+	rest = rest[4:]
+	if uint64(n) > uint64(len(rest)) {
+		return nil, nil, ErrStateInvalid
+	}
+	var h stateHeader
+	dec := json.NewDecoder(bytes.NewReader(rest[:n]))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&h); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrStateInvalid, err)
+	}
+	if h.Engine != engine.SHA256 {
+		return nil, nil, ErrStateEngine
+	}
+	if h.Tools != rt.treeSum() {
+		return nil, nil, ErrStateTools
+	}
+	if h.Admitted != len(h.Calls) || h.Limits.MaxMemoryBytes <= 0 {
+		return nil, nil, ErrStateInvalid
+	}
+	for _, e := range h.Held {
+		if e.Index < 0 || e.Index >= len(h.Calls) {
+			return nil, nil, ErrStateInvalid
+		}
+	}
+	return &h, rest[n:], nil
+}
+
+// treeSum identifies the tool tree: every tool's path, schemas and
+// validation settings. A state resumes only where it is the same.
+func (rt *Runtime) treeSum() string {
+	rt.sumOnce.Do(func() {
+		hash := sha256.New()
+		for _, e := range rt.tools {
+			in, _ := json.Marshal(e.tool.Input)
+			out, _ := json.Marshal(e.tool.Output)
+			fmt.Fprintf(hash, "%q %s %s %t %t\n", e.path, in, out, e.tool.ValidateOutput, e.tool.SkipInputValidation)
+		}
+		rt.sum = hex.EncodeToString(hash.Sum(nil))
+	})
+	return rt.sum
+}
+
+func newRunID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// outputError marks a tool result that failed the data or output-schema
+// checks (Runtime.Call).
+type outputError struct{ err error }
+
+func (e *outputError) Error() string { return "invalid tool output: " + e.err.Error() }
+func (e *outputError) Unwrap() error { return e.err }
+
+// Call runs a pending call's tool as a run would: the hooks see it
+// (ToolCallStart.Index is the call's ID), the input is the program's, and
+// the output is checked. The result is ready for Resume. ctx bounds the
+// tool, which may take as long as the host allows: a suspended run holds
+// nothing while it waits.
+func (rt *Runtime) Call(ctx context.Context, call PendingCall) CallResult {
+	res := CallResult{ID: call.ID}
+	e := rt.index[pathKey(call.Path)]
+	if e == nil {
+		res.Err = fmt.Errorf("codemode: %s is not a tool of this Runtime", strings.Join(call.Path, "."))
+		return res
+	}
+	input := call.Input
+	if len(bytes.TrimSpace(input)) == 0 {
+		input = json.RawMessage("{}")
+	}
+	rt.hookStart(ctx, ToolCallStart{Index: call.ID, Name: e.name, Input: input})
+	start := time.Now()
+	v, err := callTool(ctx, e.tool.Run, input)
+	res.Duration = time.Since(start)
+	end := ToolCallEnd{Index: call.ID, Name: e.name, Input: input, Duration: res.Duration}
+	if err != nil {
+		res.Err = err
+		msg, safe := safeMessage(err)
+		if !safe {
+			msg = "Tool execution failed"
+		}
+		end.Outcome, end.Message, end.Err = OutcomeError, msg, err
+		if ctx.Err() != nil {
+			end.Outcome = OutcomeCancelled
+		}
+	} else {
+		out, oerr := toolOutput(v)
+		if oerr == nil && e.output != nil {
+			oerr = validateOutput(e.output, out)
+		}
+		if oerr != nil {
+			res.Err = &outputError{oerr}
+			end.Outcome, end.Message = OutcomeInvalidOutput, oerr.Error()
+		} else {
+			res.Output = out
+			end.Outcome = OutcomeOK
+		}
+	}
+	rt.hookEnd(ctx, end)
+	return res
+}
+
+// enter registers a run with the Runtime: its context ends when ctx does
+// or Close stops it; done must follow.
+func (rt *Runtime) enter(ctx context.Context) (context.Context, func(), error) {
+	rt.mu.Lock()
+	if rt.closed {
+		rt.mu.Unlock()
+		return nil, nil, ErrClosed
+	}
+	rt.runs.Add(1)
+	rt.mu.Unlock()
+	runCtx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(rt.closing, func() { cancel(ErrStopped) })
+	return runCtx, func() {
+		stop()
+		cancel(nil)
+		rt.runs.Done()
+	}, nil
+}
+
+// interruption names why a run was interrupted: ErrStopped when Close
+// stopped it, else ctx's error.
+func (rt *Runtime) interruption(ctx, runCtx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(context.Cause(runCtx), ErrStopped) {
+		return ErrStopped
+	}
+	if e := ctx.Err(); e != nil {
+		return e
+	}
+	return err
+}

@@ -1,0 +1,533 @@
+package codemode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// suspendTools are the tools of the suspension tests; ran counts the
+// calls any of them served.
+func suspendTools(ran *atomic.Int64) Tools {
+	count := func() {
+		if ran != nil {
+			ran.Add(1)
+		}
+	}
+	return Tools{
+		"orders": Tools{
+			"get": Tool{
+				Input: &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{"id": {Type: "integer"}}, Required: []string{"id"}},
+				Run: func(ctx context.Context, in json.RawMessage) (any, error) {
+					count()
+					var v struct{ ID int }
+					_ = json.Unmarshal(in, &v)
+					return map[string]any{"id": v.ID, "total": v.ID * 10}, nil
+				},
+			},
+			"refund": Tool{Run: func(ctx context.Context, in json.RawMessage) (any, error) {
+				count()
+				return map[string]any{"refunded": json.RawMessage(in)}, nil
+			}},
+			"fail": Tool{Run: func(ctx context.Context, in json.RawMessage) (any, error) {
+				count()
+				return nil, ToolError("order service refused")
+			}},
+			"crash": Tool{Run: func(ctx context.Context, in json.RawMessage) (any, error) {
+				count()
+				return nil, errors.New("secret: db password is hunter2")
+			}},
+			"odd": Tool{Run: func(ctx context.Context, in json.RawMessage) (any, error) {
+				count()
+				return map[string]any{"f": func() {}}, nil
+			}},
+		},
+	}
+}
+
+func suspendOptions(ran *atomic.Int64) Options {
+	return Options{Tools: suspendTools(ran), StateKey: testStateKey, Timeout: 10 * time.Second}
+}
+
+// serve drives a suspendable run to its end, resuming each time in a new
+// Runtime with every pending call's result (from Runtime.Call).
+func serve(t *testing.T, opts Options, code string) (Result, []*Suspended) {
+	t.Helper()
+	ctx := context.Background()
+	rt, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	res, s, err := rt.ExecuteSuspendable(ctx, code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []*Suspended
+	for s != nil {
+		steps = append(steps, s)
+		if len(steps) > 100 {
+			t.Fatal("more than 100 suspensions")
+		}
+		fresh, err := New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var results []CallResult
+		for _, p := range s.Pending {
+			results = append(results, fresh.Call(ctx, p))
+		}
+		res, s, err = fresh.Resume(ctx, s.State, results...)
+		fresh.Close()
+		if err != nil {
+			t.Fatalf("Resume: %v", err)
+		}
+	}
+	return res, steps
+}
+
+func TestSuspendedRunMatchesExecute(t *testing.T) {
+	programs := map[string]string{
+		"sequential": `const a = await tools.orders.get({ id: 1 }); const b = await tools.orders.get({ id: a.total }); return [a, b]`,
+		"parallel":   `return await Promise.all([1, 2, 3].map((id) => tools.orders.get({ id })))`,
+		"loop": `let sum = 0
+for (let id = 1; id <= 5; id++) { const o = await tools.orders.get({ id }); console.log("order", id, o.total); sum += o.total }
+return sum`,
+		"catch":     `try { await tools.orders.fail({}) } catch (e) { return [e.name, e.kind, e.message, e.tool] }`,
+		"crash":     `try { await tools.orders.crash({}) } catch (e) { return e.message }`,
+		"uncaught":  "const o = await tools.orders.get({ id: 1 })\nawait tools.orders.fail({ id: o.id })",
+		"unawaited": `tools.orders.fail({}); return "returned first"`,
+		"race":      `return await Promise.race([tools.orders.get({ id: 1 }), tools.orders.get({ id: 2 })])`,
+		"invalid":   `try { await tools.orders.odd({}) } catch (e) { return [e.kind, e.message] }`,
+		"input":     `try { await tools.orders.get({ id: "x" }) } catch (e) { return e.kind }`,
+		"unknown":   `try { await tools.orders.nope({}) } catch (e) { return e.kind }`,
+		"state": `Array.prototype.total = function () { return this.reduce((a, o) => a + o.total, 0) }
+globalThis.seen = []
+for (const id of [4, 5]) seen.push(await tools.orders.get({ id }))
+const t0 = performance.now()
+const x = await tools.orders.get({ id: 6 })
+return [seen.total(), x.total, performance.now() >= t0, typeof Math.random()]`,
+		"typescript": `interface Order { id: number; total: number }
+const o: Order = await tools.orders.get({ id: 7 })
+return o.total as number`,
+		"search":  `const r = await tools.$codemode.search({ query: "refund" }); return r.items.length > 0`,
+		"timers":  `const later = new Promise((r) => setTimeout(() => r("timer"), 5)); const o = await tools.orders.get({ id: 1 }); return [o.id, await later]`,
+		"nothing": `return 42`,
+		"logs":    `console.log("before"); const o = await tools.orders.get({ id: 1 }); console.warn("after", o.total); return null`,
+		"limit": `const out = []
+for (let id = 1; id <= 5; id++) { try { out.push((await tools.orders.get({ id })).id) } catch (e) { out.push(e.kind) } }
+return out`,
+	}
+	names := slices.Sorted(func(yield func(string) bool) {
+		for k := range programs {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	for _, name := range names {
+		code := programs[name]
+		t.Run(name, func(t *testing.T) {
+			opts := suspendOptions(nil)
+			if name == "limit" {
+				opts.MaxToolCalls = 3
+			}
+			direct, err := Execute(context.Background(), opts, code)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, steps := serve(t, opts, code)
+			if d := sameResult(direct, res); d != "" {
+				t.Fatalf("results differ in %s\ndirect:    %s\nsuspended: %s", d, clip(direct), clip(res))
+			}
+			if name != "nothing" && name != "search" && name != "input" && name != "unknown" && len(steps) == 0 {
+				t.Fatalf("the run never suspended: %s", clip(res))
+			}
+			if name == "crash" && strings.Contains(string(clip(res)), "hunter2") {
+				t.Fatal("the tool's private error reached the result")
+			}
+		})
+	}
+}
+
+func TestResumeOneResultAtATime(t *testing.T) {
+	ctx := context.Background()
+	opts := suspendOptions(nil)
+	rt, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	res, s, err := rt.ExecuteSuspendable(ctx, `const order = []
+const ps = [1, 2, 3].map((id) => tools.orders.get({ id }).then((o) => { order.push(o.id); return o.total }))
+return [await Promise.all(ps), order]`)
+	if err != nil || s == nil {
+		t.Fatalf("not suspended: %v %s", err, clip(res))
+	}
+	if len(s.Pending) != 3 || s.Step != 1 || s.RunID == "" {
+		t.Fatalf("first suspension: %+v", s)
+	}
+	runID := s.RunID
+	// Deliver the last call's result first, then the others.
+	for want := 2; s != nil; want-- {
+		p := s.Pending[len(s.Pending)-1]
+		res, s, err = rt.Resume(ctx, s.State, rt.Call(ctx, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s != nil && (len(s.Pending) != want || s.RunID != runID || s.Step != 4-want) {
+			t.Fatalf("after one result: %d pending, run %s step %d", len(s.Pending), s.RunID, s.Step)
+		}
+	}
+	if string(res.Value) != `[[10,20,30],[3,2,1]]` {
+		t.Fatalf("value %s, want the results in the order delivered", res.Value)
+	}
+	for _, c := range res.ToolCalls {
+		if c.Outcome != OutcomeOK {
+			t.Fatalf("audit %+v", res.ToolCalls)
+		}
+	}
+}
+
+func TestResumeRefuses(t *testing.T) {
+	ctx := context.Background()
+	var ran atomic.Int64
+	opts := suspendOptions(&ran)
+	rt, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	_, s1, err := rt.ExecuteSuspendable(ctx, `const a = await tools.orders.get({ id: 1 }); const b = await tools.orders.get({ id: 2 }); return [a, b]`)
+	if err != nil || s1 == nil {
+		t.Fatal("not suspended", err)
+	}
+	_, s2, err := rt.Resume(ctx, s1.State, rt.Call(ctx, s1.Pending[0]))
+	if err != nil || s2 == nil {
+		t.Fatal("not suspended again", err)
+	}
+	ran.Store(0)
+	good := CallResult{ID: s2.Pending[0].ID, Output: json.RawMessage(`{"id":2,"total":20}`)}
+
+	flip := func(at int) []byte {
+		b := slices.Clone(s2.State)
+		b[at] ^= 0x20
+		return b
+	}
+	other := opts
+	other.StateKey = []byte("another key, also 32 bytes long!")
+	rtOtherKey, _ := New(other)
+	defer rtOtherKey.Close()
+	more := opts
+	more.Tools = suspendTools(&ran)
+	more.Tools["orders"].(Tools)["cancel"] = Tool{Run: func(context.Context, json.RawMessage) (any, error) { return nil, nil }}
+	rtMoreTools, _ := New(more)
+	defer rtMoreTools.Close()
+	changed := opts
+	changed.Tools = suspendTools(&ran)
+	g := changed.Tools["orders"].(Tools)["get"].(Tool)
+	g.Input = &jsonschema.Schema{Type: "object"}
+	changed.Tools["orders"].(Tools)["get"] = g
+	rtChanged, _ := New(changed)
+	defer rtChanged.Close()
+	// A state with a valid MAC but another engine build's name: only a
+	// holder of the key could make it, and it is still refused.
+	h, inner, err := rt.openState(s2.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Engine = strings.Repeat("0", 64)
+	otherEngine, err := rt.sealState(h, inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cases := []struct {
+		name    string
+		rt      *Runtime
+		state   []byte
+		results []CallResult
+		want    error
+	}{
+		{"empty", rt, nil, nil, ErrStateInvalid},
+		{"not a state", rt, []byte("hello, this is not a state at all, really not"), nil, ErrStateInvalid},
+		{"truncated", rt, s2.State[:len(s2.State)-1], nil, ErrStateInvalid},
+		{"cut in half", rt, s2.State[:len(s2.State)/2], nil, ErrStateInvalid},
+		{"flipped magic", rt, flip(0), nil, ErrStateInvalid},
+		{"flipped header", rt, flip(20), nil, ErrStateInvalid},
+		{"flipped snapshot", rt, flip(len(s2.State) - 100), nil, ErrStateInvalid},
+		{"flipped mac", rt, flip(len(s2.State) - 1), nil, ErrStateInvalid},
+		{"other key", rtOtherKey, s2.State, []CallResult{good}, ErrStateInvalid},
+		{"tool added", rtMoreTools, s2.State, []CallResult{good}, ErrStateTools},
+		{"schema changed", rtChanged, s2.State, []CallResult{good}, ErrStateTools},
+		{"other engine", rt, otherEngine, []CallResult{good}, ErrStateEngine},
+		{"call not pending", rt, s2.State, []CallResult{{ID: 7, Output: json.RawMessage(`1`)}}, ErrStateCall},
+		{"call twice", rt, s2.State, []CallResult{good, good}, ErrStateCall},
+		{"replayed with a result for a later call", rt, s1.State, []CallResult{good}, ErrStateCall},
+		{"answered call again", rt, s2.State, []CallResult{{ID: s1.Pending[0].ID, Output: json.RawMessage(`{}`)}}, ErrStateCall},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res, s, err := c.rt.Resume(ctx, c.state, c.results...)
+			if !errors.Is(err, c.want) {
+				t.Fatalf("error %v, want %v", err, c.want)
+			}
+			if s != nil || res.OK || res.ToolCalls == nil {
+				t.Fatalf("refused resume returned %+v, %+v", res, s)
+			}
+		})
+	}
+	for at := 0; at < len(s2.State); at += 97 { // every part of the state
+		if _, _, err := rt.Resume(ctx, flip(at), good); !errors.Is(err, ErrStateInvalid) {
+			t.Fatalf("byte %d flipped: %v", at, err)
+		}
+	}
+	if n := ran.Load(); n != 0 {
+		t.Fatalf("tools ran %d times for refused states", n)
+	}
+	// The untouched state still resumes, more than once (it is a value).
+	for range 2 {
+		res, s, err := rt.Resume(ctx, s2.State, good)
+		if err != nil || s != nil || string(res.Value) != `[{"id":1,"total":10},{"id":2,"total":20}]` {
+			t.Fatalf("resume: %v %v %s", err, s, clip(res))
+		}
+	}
+}
+
+func TestSuspendNeedsAKey(t *testing.T) {
+	opts := suspendOptions(nil)
+	opts.StateKey = nil
+	rt, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if _, _, err := rt.ExecuteSuspendable(context.Background(), `return 1`); !errors.Is(err, ErrNoStateKey) {
+		t.Fatalf("ExecuteSuspendable without a key: %v", err)
+	}
+	if _, _, err := rt.Resume(context.Background(), []byte("x")); !errors.Is(err, ErrNoStateKey) {
+		t.Fatalf("Resume without a key: %v", err)
+	}
+	opts.StateKey = []byte("short")
+	if _, err := New(opts); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("short key: %v", err)
+	}
+}
+
+// suspendOnce runs code until it first suspends.
+func suspendOnce(t *testing.T, rt *Runtime, code string) *Suspended {
+	t.Helper()
+	res, s, err := rt.ExecuteSuspendable(context.Background(), code)
+	if err != nil || s == nil {
+		t.Fatalf("not suspended: %v %s", err, clip(res))
+	}
+	return s
+}
+
+func TestSuspendedTimeAndTimeout(t *testing.T) {
+	ctx := context.Background()
+	busy := `const spin = (ms) => { const end = Date.now() + ms; while (Date.now() < end) {} }
+spin(150)
+const o = await tools.orders.get({ id: 1 })
+spin(150)
+return o.total`
+
+	t.Run("running time counts", func(t *testing.T) {
+		opts := suspendOptions(nil)
+		opts.Timeout = 250 * time.Millisecond
+		rt, _ := New(opts)
+		defer rt.Close()
+		s := suspendOnce(t, rt, busy)
+		if !s.Deadline.IsZero() {
+			t.Fatalf("a deadline without TimeoutIncludesSuspended: %v", s.Deadline)
+		}
+		res, s, err := rt.Resume(ctx, s.State, rt.Call(ctx, s.Pending[0]))
+		if err != nil || s != nil || !errors.Is(res.Err(), TimeoutExceeded) {
+			t.Fatalf("150 + 150 ms of running against 250: %v %s", err, clip(res))
+		}
+		if !strings.Contains(res.Error.Message, "250ms") {
+			t.Fatalf("message %q does not name the run's limit", res.Error.Message)
+		}
+	})
+	t.Run("time away does not count", func(t *testing.T) {
+		opts := suspendOptions(nil)
+		opts.Timeout = 200 * time.Millisecond
+		rt, _ := New(opts)
+		defer rt.Close()
+		s := suspendOnce(t, rt, `const o = await tools.orders.get({ id: 1 }); return o.total`)
+		time.Sleep(300 * time.Millisecond)
+		res, _, err := rt.Resume(ctx, s.State, rt.Call(ctx, s.Pending[0]))
+		if err != nil || !res.OK {
+			t.Fatalf("resumed after longer than its timeout: %v %s", err, clip(res))
+		}
+	})
+	t.Run("time away counts when asked", func(t *testing.T) {
+		var ran atomic.Int64
+		opts := suspendOptions(&ran)
+		opts.Timeout = 200 * time.Millisecond
+		opts.TimeoutIncludesSuspended = true
+		rt, _ := New(opts)
+		defer rt.Close()
+		s := suspendOnce(t, rt, `const o = await tools.orders.get({ id: 1 }); console.log("got it"); return o.total`)
+		if s.Deadline.IsZero() || time.Until(s.Deadline) > 200*time.Millisecond {
+			t.Fatalf("deadline %v", s.Deadline)
+		}
+		r := rt.Call(ctx, s.Pending[0])
+		time.Sleep(time.Until(s.Deadline) + 50*time.Millisecond)
+		// The resuming Runtime's own setting does not matter: the run keeps its own.
+		plain := suspendOptions(&ran)
+		rt2, _ := New(plain)
+		defer rt2.Close()
+		res, s2, err := rt2.Resume(ctx, s.State, r)
+		if err != nil || s2 != nil || !errors.Is(res.Err(), TimeoutExceeded) || len(res.Logs) != 0 {
+			t.Fatalf("resumed after its deadline: %v %s", err, clip(res))
+		}
+		if res.ToolCalls[0].Outcome != OutcomeCancelled {
+			t.Fatalf("the call the run timed out waiting for: %+v", res.ToolCalls)
+		}
+	})
+	t.Run("timers", func(t *testing.T) {
+		code := `setTimeout(() => console.log("timer"), 40)
+const o = await tools.orders.get({ id: 1 })
+console.log("result")
+await new Promise((r) => setTimeout(r, 60))
+return o.id`
+		for _, counts := range []bool{false, true} {
+			opts := suspendOptions(nil)
+			opts.TimeoutIncludesSuspended = counts
+			rt, _ := New(opts)
+			s := suspendOnce(t, rt, code)
+			if s.NextTimer <= 0 || s.NextTimer > 40*time.Millisecond {
+				t.Fatalf("NextTimer %v", s.NextTimer)
+			}
+			time.Sleep(80 * time.Millisecond)
+			res, _, err := rt.Resume(ctx, s.State, rt.Call(ctx, s.Pending[0]))
+			rt.Close()
+			want := "result,timer" // the time away did not pass for the run
+			if counts {
+				want = "timer,result" // it did: the timer was due before the result came
+			}
+			if err != nil || strings.Join(res.Logs, ",") != want {
+				t.Fatalf("time away counts %v: logs %q, want %s (%v)", counts, res.Logs, want, err)
+			}
+		}
+	})
+	t.Run("resume without results lets timers fire", func(t *testing.T) {
+		opts := suspendOptions(nil)
+		opts.TimeoutIncludesSuspended = true
+		rt, _ := New(opts)
+		defer rt.Close()
+		s := suspendOnce(t, rt, `const slow = tools.orders.get({ id: 1 })
+return await Promise.race([slow, new Promise((r) => setTimeout(() => r("gave up"), 30))])`)
+		time.Sleep(s.NextTimer + 10*time.Millisecond)
+		res, s2, err := rt.Resume(ctx, s.State)
+		if err != nil || s2 != nil || string(res.Value) != `"gave up"` {
+			t.Fatalf("%v %v %s", err, s2, clip(res))
+		}
+		if res.ToolCalls[0].Outcome != OutcomeCancelled {
+			t.Fatalf("audit %+v", res.ToolCalls)
+		}
+	})
+}
+
+func TestResumeKeepsTheRunsLimits(t *testing.T) {
+	ctx := context.Background()
+	opts := suspendOptions(nil)
+	opts.MaxMemoryBytes = 4 << 20
+	opts.MaxOutputBytes = 200
+	opts.MaxToolCalls = 2
+	rt, _ := New(opts)
+	defer rt.Close()
+	s := suspendOnce(t, rt, `const o = await tools.orders.get({ id: 1 })
+let calls = 0
+try { await tools.orders.get({ id: 2 }); calls++; await tools.orders.get({ id: 3 }); calls++ } catch (e) { console.log(e.kind) }
+let big = []
+try { for (let i = 0; i < 1e6; i++) big.push("xxxxxxxxxxxxxxxx" + i) } catch (e) { big = null; console.log("out of memory") }
+return "y".repeat(500)`)
+	wide := suspendOptions(nil) // 64 MiB, no output or call limit
+	rt2, _ := New(wide)
+	defer rt2.Close()
+	var res Result
+	var err error
+	for s != nil {
+		var rs []CallResult
+		for _, p := range s.Pending {
+			rs = append(rs, rt2.Call(ctx, p))
+		}
+		res, s, err = rt2.Resume(ctx, s.State, rs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !errors.Is(res.Err(), MemoryLimitExceeded) && !slices.Contains(res.Logs, "out of memory") {
+		t.Fatalf("the 4 MiB limit did not hold after resuming: %s", clip(res))
+	}
+	if len(res.ToolCalls) != 2 {
+		t.Fatalf("MaxToolCalls 2: audit %+v", res.ToolCalls)
+	}
+	if res.OK && !res.Truncated {
+		t.Fatalf("MaxOutputBytes 200: %s", clip(res))
+	}
+}
+
+func TestResumeAfterClose(t *testing.T) {
+	rt, _ := New(suspendOptions(nil))
+	s := suspendOnce(t, rt, `return (await tools.orders.get({ id: 1 })).id`)
+	rt.Close()
+	if _, _, err := rt.Resume(context.Background(), s.State); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Resume after Close: %v", err)
+	}
+	if _, _, err := rt.ExecuteSuspendable(context.Background(), `return 1`); !errors.Is(err, ErrClosed) {
+		t.Fatalf("ExecuteSuspendable after Close: %v", err)
+	}
+}
+
+func TestCallRunsHooksAndChecks(t *testing.T) {
+	ctx := context.Background()
+	var starts, ends []string
+	opts := suspendOptions(nil)
+	opts.OnToolCallStart = func(_ context.Context, c ToolCallStart) { starts = append(starts, fmt.Sprint(c.Index, c.Name)) }
+	opts.OnToolCallEnd = func(_ context.Context, c ToolCallEnd) { ends = append(ends, fmt.Sprint(c.Index, c.Name, c.Outcome)) }
+	rt, _ := New(opts)
+	defer rt.Close()
+	s := suspendOnce(t, rt, `const r = await Promise.allSettled([tools.orders.odd({}), tools.orders.crash({}), tools.orders.refund({ id: 9 })])
+return r.map((x) => x.status === "fulfilled" ? x.value : [x.reason.kind, x.reason.message])`)
+	if len(starts) != 0 {
+		t.Fatalf("hooks ran before any call ran: %v", starts)
+	}
+	var rs []CallResult
+	for _, p := range s.Pending {
+		rs = append(rs, rt.Call(ctx, p))
+	}
+	res, _, err := rt.Resume(ctx, s.State, rs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(starts, ";") != "0orders.odd;1orders.crash;2orders.refund" ||
+		strings.Join(ends, ";") != "0orders.oddinvalid-output;1orders.crasherror;2orders.refundok" {
+		t.Fatalf("hooks: %q %q", starts, ends)
+	}
+	want := `[["InvalidToolOutput","tools.orders.odd returned something that cannot be encoded as JSON"],["ToolFailure","Tool execution failed"],{"refunded":{"id":9}}]`
+	if string(res.Value) != want {
+		t.Fatalf("value %s\nwant  %s", res.Value, want)
+	}
+	// A host may answer for a call itself; what it gives is checked too.
+	s = suspendOnce(t, rt, `try { return await tools.orders.refund({ id: 1 }) } catch (e) { return e.kind }`)
+	res, _, err = rt.Resume(ctx, s.State, CallResult{ID: s.Pending[0].ID, Output: json.RawMessage(`{"__proto__": 1}`)})
+	if err != nil || string(res.Value) != `"InvalidToolOutput"` || res.ToolCalls[0].Outcome != OutcomeInvalidOutput {
+		t.Fatalf("host-made output that is not plain data: %v %s", err, clip(res))
+	}
+	s = suspendOnce(t, rt, `try { return await tools.orders.refund({ id: 1 }) } catch (e) { return e.message }`)
+	res, _, _ = rt.Resume(ctx, s.State, CallResult{ID: s.Pending[0].ID, Err: ToolError("denied by the operator")})
+	if string(res.Value) != `"denied by the operator"` || res.ToolCalls[0].Outcome != OutcomeError {
+		t.Fatalf("a host's refusal: %s", clip(res))
+	}
+}
