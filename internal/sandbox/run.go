@@ -116,11 +116,11 @@ type run struct {
 
 	inflight    map[int]context.CancelFunc
 	held        map[int]heldCall // calls admitted with ErrHold, also in inflight
-	early       []completion // received by awaitQuick for another call
-	paths       []callPath   // registered by the prelude (OP_PATH); a path's id is its index + 1
-	pathBytes   int          // JSON bytes of the paths registered so far
-	failure     string       // the {kind, message} of the last call decided at once as failed
-	callSeq     int          // the last call's id
+	early       []completion     // received by awaitQuick for another call
+	paths       []callPath       // registered by the prelude (OP_PATH); a path's id is its index + 1
+	pathBytes   int              // JSON bytes of the paths registered so far
+	failure     string           // the {kind, message} of the last call decided at once as failed
+	callSeq     int              // the last call's id
 	timers      map[int]time.Time
 	completions chan completion
 	stop        chan struct{} // closed when the run ends: late completions are dropped

@@ -259,7 +259,7 @@ type ErrorClass struct {
 
 // Call describes one call of a binding member.
 type Call struct {
-	ID    int      // the call's number in the run, from 1
+	ID    int             // the call's number in the run, from 1
 	Path  []string        // member path below the namespace
 	Key   string          // Path's names joined with NUL: one string per path, for lookups
 	Input json.RawMessage // the argument's JSON; {} when absent
