@@ -153,6 +153,10 @@ const (
 	// OutcomeCancelled: the run ended, or the call lost a Promise.race,
 	// first.
 	OutcomeCancelled Outcome = "cancelled"
+	// OutcomePending: the call waits for its result in a suspended run
+	// (see Runtime.ExecuteSuspendable); only a suspended run's audit has
+	// it.
+	OutcomePending Outcome = "pending"
 )
 
 // The preset limits for untrusted programs (written by a model), sized for

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -105,6 +106,7 @@ type stateHeader struct {
 	Transformed bool          `json:"transformed,omitempty"`
 	Limits      limits        `json:"limits"`
 	Remaining   time.Duration `json:"remaining,omitempty"` // of Timeout, when the run suspended
+	NextTimer   time.Duration `json:"nextTimer,omitempty"`
 	SuspendedAt int64         `json:"suspendedAt"`         // Unix nanoseconds
 	Calls       []ToolCall    `json:"calls"`
 	Admitted    int           `json:"admitted"`
@@ -113,10 +115,10 @@ type stateHeader struct {
 
 // heldEntry links a sandbox call to its audit entry.
 type heldEntry struct {
-	Seq   int      `json:"seq"`   // sandbox call id
-	Index int      `json:"index"` // audit index, PendingCall.ID
-	Path  []string `json:"path"`
-	Bytes int      `json:"bytes"` // input size
+	Seq   int             `json:"seq"`   // sandbox call id
+	Index int             `json:"index"` // audit index, PendingCall.ID
+	Path  []string        `json:"path"`
+	Input json.RawMessage `json:"input"`
 }
 
 const stateMagic = "CMSTATE1"
@@ -128,7 +130,9 @@ const stateMagic = "CMSTATE1"
 // results however it likes — Runtime.Call, a queue of workers, a human's
 // approval hours later — and continues the run with Resume, in this
 // process or another. A run that ends without waiting for a call returns
-// its Result as Execute would, with a nil Suspended.
+// its Result as Execute would, with a nil Suspended. While a run is
+// suspended, the Result returned with the Suspended holds only the audit so
+// far, where the calls waiting have OutcomePending.
 //
 // Tools.$codemode.search runs at once, as in Execute. The concurrency
 // limit does not apply to pending calls (the host runs them), nor do the
@@ -202,7 +206,7 @@ func (rt *Runtime) Resume(ctx context.Context, state []byte, results ...CallResu
 		ex.held[e.Seq] = e.Index
 		if !delivered[e.Index] {
 			ex.pending++
-			ex.pendingBytes += e.Bytes
+			ex.pendingBytes += len(e.Input)
 		}
 	}
 	now := time.Now()
@@ -298,25 +302,52 @@ func (rt *Runtime) step(ctx, runCtx context.Context, ex *execution, sr sandbox.R
 	if ex.lim.Timeout > 0 {
 		h.Remaining = max(ex.deadline.Sub(now), 0)
 	}
+	h.NextTimer = sr.Suspended.NextTimer
 	h.Held = h.Held[:0:0]
-	s := &Suspended{RunID: h.RunID, Step: h.Step, NextTimer: sr.Suspended.NextTimer}
-	if ex.lim.Timeout > 0 && ex.lim.CountAway {
-		s.Deadline = now.Add(h.Remaining)
-	}
 	for _, c := range sr.Suspended.Held {
 		index, ok := ex.held[c.ID]
 		if !ok {
 			return Result{ToolCalls: h.Calls}, nil, fmt.Errorf("codemode: internal error: held call %d has no audit entry", c.ID)
 		}
-		h.Held = append(h.Held, heldEntry{Seq: c.ID, Index: index, Path: c.Path, Bytes: len(c.Input)})
-		s.Pending = append(s.Pending, PendingCall{ID: index, Name: h.Calls[index].Name, Path: c.Path, Input: c.Input})
+		h.Held = append(h.Held, heldEntry{Seq: c.ID, Index: index, Path: c.Path, Input: c.Input})
 	}
 	state, err := rt.sealState(&h, sr.Suspended.State)
 	if err != nil {
 		return Result{ToolCalls: h.Calls}, nil, err
 	}
-	s.State = state
-	return Result{ToolCalls: h.Calls}, s, nil
+	audit := slices.Clone(h.Calls)
+	for _, e := range h.Held {
+		audit[e.Index].Outcome = OutcomePending
+	}
+	return Result{ToolCalls: audit}, suspended(&h, state), nil
+}
+
+// suspended describes a state from its header.
+func suspended(h *stateHeader, state []byte) *Suspended {
+	s := &Suspended{State: state, RunID: h.RunID, Step: h.Step, NextTimer: h.NextTimer, Pending: []PendingCall{}}
+	if h.Limits.Timeout > 0 && h.Limits.CountAway {
+		s.Deadline = time.Unix(0, h.SuspendedAt).Add(h.Remaining)
+	}
+	for _, e := range h.Held {
+		s.Pending = append(s.Pending, PendingCall{ID: e.Index, Name: h.Calls[e.Index].Name, Path: e.Path, Input: e.Input})
+	}
+	return s
+}
+
+// Inspect authenticates a state and describes it as the Suspended that
+// returned it did: its pending calls (with their inputs as the program
+// made them), run and step. A host that keeps only the state bytes reads
+// the calls to serve from here rather than from anything stored beside
+// them, which the StateKey does not protect.
+func (rt *Runtime) Inspect(state []byte) (*Suspended, error) {
+	if len(rt.opts.StateKey) == 0 {
+		return nil, ErrNoStateKey
+	}
+	h, _, err := rt.openState(state)
+	if err != nil {
+		return nil, err
+	}
+	return suspended(h, state), nil
 }
 
 // sealState writes a state: the magic, the header's length and JSON, the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -174,6 +175,20 @@ return [await Promise.all(ps), order]`)
 	}
 	if len(s.Pending) != 3 || s.Step != 1 || s.RunID == "" {
 		t.Fatalf("first suspension: %+v", s)
+	}
+	for _, c := range res.ToolCalls {
+		if c.Outcome != OutcomePending {
+			t.Fatalf("suspended audit %+v", res.ToolCalls)
+		}
+	}
+	in, err := rt.Inspect(s.State)
+	if err != nil || in.RunID != s.RunID || in.Step != 1 || !reflect.DeepEqual(in.Pending, s.Pending) {
+		t.Fatalf("Inspect: %v %+v, want %+v", err, in, s)
+	}
+	bad := slices.Clone(s.State)
+	bad[len(bad)/2] ^= 1
+	if _, err := rt.Inspect(bad); !errors.Is(err, ErrStateInvalid) {
+		t.Fatalf("Inspect of a damaged state: %v", err)
 	}
 	runID := s.RunID
 	// Deliver the last call's result first, then the others.

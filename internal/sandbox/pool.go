@@ -249,12 +249,17 @@ func (s *Sandbox) boot(memory uint64, spec string, frozen bool) (b *booted, err 
 		return nil, err
 	}
 	b.ctl.obj = ctl
-	for name, dst := range map[string]*quickjs.Value{
-		"install": &b.ctl.install, "settle": &b.ctl.settle, "fire": &b.ctl.fire,
-		"cancelTimers": &b.ctl.cancelTimers, "start": &b.ctl.start, "finish": &b.ctl.finish,
-		"describe": &b.ctl.describe, "callId": &b.ctl.callID,
+	// In a fixed order: each box is an allocation, and an image must be
+	// the same in every process.
+	for _, c := range []struct {
+		name string
+		dst  *quickjs.Value
+	}{
+		{"install", &b.ctl.install}, {"settle", &b.ctl.settle}, {"fire", &b.ctl.fire},
+		{"cancelTimers", &b.ctl.cancelTimers}, {"start", &b.ctl.start}, {"finish", &b.ctl.finish},
+		{"describe", &b.ctl.describe}, {"callId", &b.ctl.callID},
 	} {
-		if *dst, err = in.GetProp(ctl, name); err != nil {
+		if *c.dst, err = in.GetProp(ctl, c.name); err != nil {
 			return nil, err
 		}
 	}

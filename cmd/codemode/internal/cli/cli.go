@@ -25,10 +25,13 @@ const (
 	exitUsage   = 2 // bad flags or arguments
 )
 
+// (exitSuspended, 3, is in suspend.go.)
+
 const usage = `codemode runs JavaScript/TypeScript programs against tools in a sandbox.
 
 Usage:
   codemode run [flags] FILE|-           run a program (the body of an async function)
+  codemode resume [flags] DIR           continue a run suspended by run --suspend-dir DIR
   codemode catalog [flags]              print every tool's path, description and signature (JSON)
   codemode instructions [flags]         print the model instructions (markdown)
   codemode search [flags] [QUERY]       search the tools as tools.$codemode.search does (JSON)
@@ -45,7 +48,8 @@ use), --openapi PATH[=namespace] (credentials from --bearer-env,
 --demo-tools, the same for every command. Flags may come before or after
 the arguments; run "codemode COMMAND -h" for a command's flags.
 The result is printed as JSON; the exit status is 0 when the program
-succeeded, 1 when it failed, 2 for usage errors.
+succeeded, 1 when it failed, 2 for usage errors, 3 when a run is
+suspended waiting for calls (run --suspend-dir, resume).
 `
 
 // Run executes the command line and returns the exit status.
@@ -57,6 +61,8 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		return runCmd(args[1:], stdin, stdout, stderr)
+	case "resume":
+		return resumeCmd(args[1:], stdout, stderr)
 	case "demo":
 		return demoCmd(args[1:], stdout, stderr)
 	case "catalog", "instructions", "search":
@@ -84,7 +90,14 @@ JavaScript or TypeScript, against the tools of --config, --openapi and
 --demo-tools, and prints the Result as JSON. Flags may come before or
 after FILE. Exit status: 0 when the program succeeded, 1 when it failed
 (or a --config server could not start under --require-all), 2 for usage
-errors.
+errors, 3 when it is suspended.
+
+With --suspend-dir DIR no tool is called: when the program waits for
+calls, the run stops and DIR gets its state (authenticated with the key in
+--state-key-file) and one file per pending call, DIR/pending/ID.json. A
+person or a program decides, and codemode resume DIR continues the run, in
+a new process, hours later if need be. The state holds the program's data
+and the tools' results: keep DIR where those may be kept.
 `
 
 func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -96,6 +109,10 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	rf.registerEngine(fs)
 	var sf sourceFlags
 	sf.register(fs, true, "warn")
+	var sfl suspendFlags
+	fs.StringVar(&sfl.dir, "suspend-dir", "", "suspend the run in this `directory` when it waits for tool calls, instead of calling them (see codemode resume)")
+	fs.BoolVar(&sfl.countAway, "timeout-includes-suspended", false, "with --suspend-dir: time spent suspended counts against --timeout")
+	sfl.registerKey(fs)
 	rest, err := parseArgs(fs, args)
 	if err != nil {
 		return parseError(err)
@@ -126,6 +143,9 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exit
 	}
 	defer src.close()
+	if sfl.dir != "" {
+		return suspendRun(ctx, rf, sfl, src.tools(), string(program), stdout, stderr)
+	}
 	return execute(ctx, rf, src.tools(), string(program), stdout, stderr)
 }
 

@@ -62,9 +62,10 @@ type getIn struct {
 	ID string `json:"id" jsonschema:"customer id, e.g. c-1"`
 }
 
-// Tools returns the demo tool tree: tools.shop.listOrders and
-// tools.shop.getCustomer, served from memory with a small delay to stand
-// in for a network.
+// Tools returns the demo tool tree: tools.shop.listOrders,
+// tools.shop.getCustomer and tools.shop.refundOrder (which changes
+// nothing), served from memory with a small delay to stand in for a
+// network.
 func Tools() codemode.Tools {
 	list, err := codemode.NewTool("List orders, optionally by status.",
 		func(ctx context.Context, in listIn) (listOut, error) {
@@ -96,7 +97,33 @@ func Tools() codemode.Tools {
 	if err != nil {
 		panic(err)
 	}
-	return codemode.Tools{"shop": codemode.Tools{"listOrders": list, "getCustomer": get}}
+	refund, err := codemode.NewTool("Refund an order in full. It moves money: a person approves each refund.",
+		func(ctx context.Context, in refundIn) (refundOut, error) {
+			if err := pause(ctx); err != nil {
+				return refundOut{}, err
+			}
+			for _, o := range orders {
+				if o.ID == in.OrderID {
+					return refundOut{OrderID: o.ID, RefundedCents: o.TotalCents, Status: "refunded"}, nil
+				}
+			}
+			return refundOut{}, codemode.ToolError(fmt.Sprintf("no order %q", in.OrderID))
+		})
+	if err != nil {
+		panic(err)
+	}
+	return codemode.Tools{"shop": codemode.Tools{"listOrders": list, "getCustomer": get, "refundOrder": refund}}
+}
+
+type refundIn struct {
+	OrderID string `json:"orderId" jsonschema:"order id, e.g. o-1001"`
+	Reason  string `json:"reason,omitempty" jsonschema:"why, for the person who approves it"`
+}
+
+type refundOut struct {
+	OrderID       string `json:"orderId"`
+	RefundedCents int    `json:"refundedCents"`
+	Status        string `json:"status"`
 }
 
 func pause(ctx context.Context) error {

@@ -1,0 +1,467 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/internal/engine"
+)
+
+// exitSuspended is the status of a run that suspended with calls
+// pending (codemode run --suspend-dir, codemode resume).
+const exitSuspended = 3
+
+// A suspend directory holds one suspended run:
+//
+//	state              the run's state (authenticated with the state key)
+//	pending/ID.json    each pending call: {"id", "name", "path", "input"}
+//	results/ID.json    answers written by a person or a program:
+//	                   {"output": ...} or {"error": "message"}
+//	result.json        the Result, once the run has ended
+//
+// The pending files are for reading; resume takes the calls from the
+// state itself, which nobody without the key can change.
+const (
+	stateFile   = "state"
+	pendingDir  = "pending"
+	resultsDir  = "results"
+	resultFile  = "result.json"
+	keyFileName = "state.key"
+)
+
+// suspendFlags are the flags of suspending and resuming.
+type suspendFlags struct {
+	dir       string
+	keyFile   string
+	countAway bool
+}
+
+func (s *suspendFlags) registerKey(fs *flag.FlagSet) {
+	def := ""
+	if root, err := engine.CacheRoot(); err == nil {
+		def = filepath.Join(root, keyFileName)
+	}
+	fs.StringVar(&s.keyFile, "state-key-file", def, "file with the key (32 bytes or more) that authenticates suspended states; made with a random key if missing")
+}
+
+// key reads the state key, making a random one when the file does not
+// exist yet.
+func (s *suspendFlags) key() ([]byte, error) {
+	if s.keyFile == "" {
+		return nil, errors.New("no --state-key-file and no cache directory to keep one in")
+	}
+	b, err := os.ReadFile(s.keyFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		b = make([]byte, 32)
+		_, _ = rand.Read(b)
+		if err := os.MkdirAll(filepath.Dir(s.keyFile), 0o700); err != nil {
+			return nil, err
+		}
+		f, err := os.OpenFile(s.keyFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) { // made meanwhile by another process
+			return s.key()
+		}
+		if err != nil {
+			return nil, err
+		}
+		_, err = f.Write(b)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return b, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(b) < codemode.MinStateKeyBytes {
+		return nil, fmt.Errorf("--state-key-file %s has %d bytes; it needs at least %d", s.keyFile, len(b), codemode.MinStateKeyBytes)
+	}
+	return b, nil
+}
+
+// suspendRun is codemode run --suspend-dir: the run's calls are not made;
+// when it waits for them, its state and the calls are written to the
+// directory.
+func suspendRun(ctx context.Context, rf runtimeFlags, sfl suspendFlags, tools codemode.Tools, code string, stdout, stderr io.Writer) int {
+	if err := prepareDir(sfl.dir); err != nil {
+		fmt.Fprintf(stderr, "codemode run: --suspend-dir: %v\n", err)
+		return exitUsage
+	}
+	key, err := sfl.key()
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode run: state key: %v\n", err)
+		return exitFailure
+	}
+	opts := rf.options(tools)
+	opts.StateKey = key
+	opts.TimeoutIncludesSuspended = sfl.countAway
+	rt, err := codemode.New(opts)
+	if err != nil {
+		return newFailed(err, stderr)
+	}
+	defer rt.Close()
+	res, s, err := rt.ExecuteSuspendable(ctx, code)
+	return settle(sfl.dir, "run", res, s, err, rf.pretty, stdout, stderr)
+}
+
+// prepareDir makes a suspend directory, refusing one that holds a run
+// already (a state or result of its own).
+func prepareDir(dir string) error {
+	for _, name := range []string{stateFile, resultFile} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return fmt.Errorf("%s already holds a run (%s); use another directory or remove it", dir, name)
+		}
+	}
+	return os.MkdirAll(dir, 0o700)
+}
+
+// settle writes what a run step left: its Result when it ended, else its
+// state and pending calls. It prints what happened and returns the exit
+// status.
+func settle(dir, cmd string, res codemode.Result, s *codemode.Suspended, err error, pretty bool, stdout, stderr io.Writer) int {
+	if s == nil {
+		if err == nil || res.Error != nil || res.OK {
+			if werr := writeFileAtomic(filepath.Join(dir, resultFile), mustJSON(res)); werr != nil {
+				fmt.Fprintf(stderr, "codemode %s: %v\n", cmd, werr)
+				return exitFailure
+			}
+			clearRun(dir)
+		}
+		if werr := writeJSON(stdout, res, pretty); werr != nil {
+			fmt.Fprintf(stderr, "codemode %s: %v\n", cmd, werr)
+			return exitFailure
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "codemode %s: %v\n", cmd, err)
+			return exitFailure
+		}
+		if !res.OK {
+			return exitFailure
+		}
+		return exitOK
+	}
+	// The state first: once it is written, the pending files it makes
+	// stale are only informational.
+	if err := writeFileAtomic(filepath.Join(dir, stateFile), s.State); err != nil {
+		fmt.Fprintf(stderr, "codemode %s: %v\n", cmd, err)
+		return exitFailure
+	}
+	if err := writePending(dir, s.Pending); err != nil {
+		fmt.Fprintf(stderr, "codemode %s: %v\n", cmd, err)
+		return exitFailure
+	}
+	type pendingOut struct {
+		ID    int             `json:"id"`
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
+	}
+	out := struct {
+		Suspended  bool         `json:"suspended"`
+		RunID      string       `json:"runId"`
+		Step       int          `json:"step"`
+		Dir        string       `json:"dir"`
+		StateBytes int          `json:"stateBytes"`
+		Pending    []pendingOut `json:"pending"`
+		ToolCalls  any          `json:"toolCalls"`
+	}{true, s.RunID, s.Step, dir, len(s.State), []pendingOut{}, res.ToolCalls}
+	var ids []string
+	for _, p := range s.Pending {
+		out.Pending = append(out.Pending, pendingOut{p.ID, p.Name, p.Input})
+		ids = append(ids, strconv.Itoa(p.ID))
+	}
+	if err := writeJSON(stdout, out, pretty); err != nil {
+		fmt.Fprintf(stderr, "codemode %s: %v\n", cmd, err)
+		return exitFailure
+	}
+	fmt.Fprintf(stderr, "codemode: the run is suspended, waiting for %s. Continue it with\n"+
+		"  codemode resume --run %s %s     (make the calls)\n"+
+		"  codemode resume --deny %s %s    (refuse them)\n"+
+		"or write %s/%s/ID.json ({\"output\": ...} or {\"error\": \"...\"}) and run codemode resume %s\n",
+		plural(len(s.Pending), "call"), strings.Join(ids, ","), dir, strings.Join(ids, ","), dir, dir, resultsDir, dir)
+	return exitSuspended
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
+
+// writePending replaces the pending files with the run's pending calls.
+func writePending(dir string, pending []codemode.PendingCall) error {
+	pd := filepath.Join(dir, pendingDir)
+	if err := os.RemoveAll(pd); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(pd, 0o700); err != nil {
+		return err
+	}
+	for _, p := range pending {
+		if err := writeFileAtomic(filepath.Join(pd, strconv.Itoa(p.ID)+".json"), mustJSON(p)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clearRun removes a finished run's state, pending calls and answers.
+func clearRun(dir string) {
+	_ = os.Remove(filepath.Join(dir, stateFile))
+	_ = os.RemoveAll(filepath.Join(dir, pendingDir))
+	_ = os.RemoveAll(filepath.Join(dir, resultsDir))
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		panic(err) // Results and calls are plain data
+	}
+	return append(b, '\n')
+}
+
+// writeFileAtomic writes a file by renaming a complete temporary one over
+// it, so a crash leaves the old file or the new one, never half of one.
+func writeFileAtomic(name string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if serr := f.Sync(); err == nil {
+		err = serr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), name)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+	}
+	return err
+}
+
+const resumeHelp = `Usage: codemode resume [flags] DIR
+
+Continues the run suspended in DIR (by codemode run --suspend-dir DIR) in
+this process: it answers pending calls, runs the program until it ends or
+waits again, and prints the Result (or the new pending calls). Give the
+tools the run had (--config, --openapi, --demo-tools): a run resumes only
+against the same tool tree.
+
+A pending call is answered by --run (the tool is called now), --deny (the
+program gets a ToolError with --deny-message), or a file DIR/results/ID.json
+holding {"output": VALUE} or {"error": "message"}. Calls left unanswered
+stay pending. The calls and their inputs come from the authenticated state,
+not from DIR/pending, which is there to be read.
+
+Exit status: 0 when the program succeeded, 1 when it failed, 2 for usage
+errors, 3 when it is suspended again.
+`
+
+// idSet is a flag value: "all" or a comma-separated list of call ids.
+type idSet struct {
+	all bool
+	ids map[int]bool
+}
+
+func (s *idSet) String() string {
+	if s.all {
+		return "all"
+	}
+	var out []string
+	for id := range s.ids {
+		out = append(out, strconv.Itoa(id))
+	}
+	slices.Sort(out)
+	return strings.Join(out, ",")
+}
+
+func (s *idSet) Set(v string) error {
+	if v == "all" {
+		s.all = true
+		return nil
+	}
+	for _, f := range strings.Split(v, ",") {
+		id, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || id < 0 {
+			return fmt.Errorf("want call ids like 0,2 or all, not %q", v)
+		}
+		if s.ids == nil {
+			s.ids = map[int]bool{}
+		}
+		s.ids[id] = true
+	}
+	return nil
+}
+
+func (s *idSet) has(id int) bool { return s.all || s.ids[id] }
+
+func resumeCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("resume", resumeHelp, stderr)
+	var rf runtimeFlags
+	rf.registerPretty(fs)
+	rf.registerEngine(fs)
+	var sf sourceFlags
+	sf.register(fs, true, "warn")
+	var sfl suspendFlags
+	sfl.registerKey(fs)
+	var run, deny idSet
+	fs.Var(&run, "run", "pending calls to make now: `ids` like 0,2, or all")
+	fs.Var(&deny, "deny", "pending calls to refuse: `ids` like 0,2, or all")
+	denyMessage := fs.String("deny-message", "the call was denied", "what the program's ToolError says for a denied call")
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return parseError(err)
+	}
+	if len(rest) != 1 {
+		fmt.Fprintln(stderr, "codemode resume: want exactly one DIR")
+		fs.Usage()
+		return exitUsage
+	}
+	dir := rest[0]
+	state, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if err != nil {
+		if _, rerr := os.Stat(filepath.Join(dir, resultFile)); rerr == nil {
+			fmt.Fprintf(stderr, "codemode resume: the run in %s has ended; its Result is in %s\n", dir, filepath.Join(dir, resultFile))
+		} else {
+			fmt.Fprintf(stderr, "codemode resume: %v\n", err)
+		}
+		return exitUsage
+	}
+	key, err := sfl.key()
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode resume: state key: %v\n", err)
+		return exitFailure
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	src, exit := openSources(ctx, "resume", &sf, stderr)
+	if src == nil {
+		return exit
+	}
+	defer src.close()
+	opts := rf.options(src.tools())
+	opts.StateKey = key
+	rt, err := codemode.New(opts)
+	if err != nil {
+		return newFailed(err, stderr)
+	}
+	defer rt.Close()
+	s, err := rt.Inspect(state)
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode resume: %s: %v\n", filepath.Join(dir, stateFile), stateHint(err))
+		return exitFailure
+	}
+	pending := map[int]bool{}
+	for _, p := range s.Pending {
+		pending[p.ID] = true
+	}
+	for _, set := range []*idSet{&run, &deny} {
+		for id := range set.ids {
+			if !pending[id] {
+				fmt.Fprintf(stderr, "codemode resume: call %d is not pending (pending: %s)\n", id, pendingList(s.Pending))
+				return exitUsage
+			}
+			if run.has(id) && deny.has(id) {
+				fmt.Fprintf(stderr, "codemode resume: call %d is both run and denied\n", id)
+				return exitUsage
+			}
+		}
+	}
+	var results []codemode.CallResult
+	for _, p := range s.Pending {
+		r, ok, err := answer(ctx, rt, dir, p, &run, &deny, *denyMessage)
+		if err != nil {
+			fmt.Fprintf(stderr, "codemode resume: %v\n", err)
+			return exitUsage
+		}
+		if ok {
+			results = append(results, r)
+		}
+	}
+	if len(results) == 0 && s.NextTimer == 0 && s.Deadline.IsZero() {
+		fmt.Fprintf(stderr, "codemode resume: no pending call is answered (pending: %s); use --run, --deny or %s/%s/ID.json\n",
+			pendingList(s.Pending), dir, resultsDir)
+		return exitUsage
+	}
+	res, next, err := rt.Resume(ctx, state, results...)
+	if err != nil && next == nil && res.Error == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, codemode.ErrStopped) {
+		fmt.Fprintf(stderr, "codemode resume: %v\n", stateHint(err))
+		return exitFailure
+	}
+	for _, r := range results {
+		_ = os.Remove(filepath.Join(dir, resultsDir, strconv.Itoa(r.ID)+".json"))
+	}
+	return settle(dir, "resume", res, next, err, rf.pretty, stdout, stderr)
+}
+
+// answer finds the answer to a pending call: made now (--run), refused
+// (--deny), or written in DIR/results/ID.json. ok is false when there is
+// none.
+func answer(ctx context.Context, rt *codemode.Runtime, dir string, p codemode.PendingCall, run, deny *idSet, denyMessage string) (codemode.CallResult, bool, error) {
+	name := filepath.Join(dir, resultsDir, strconv.Itoa(p.ID)+".json")
+	b, err := os.ReadFile(name)
+	switch {
+	case err == nil && (run.has(p.ID) || deny.has(p.ID)):
+		return codemode.CallResult{}, false, fmt.Errorf("call %d has an answer in %s and a --run or --deny", p.ID, name)
+	case err == nil:
+		var a struct {
+			Output *json.RawMessage `json:"output"`
+			Error  *string          `json:"error"`
+		}
+		if jerr := json.Unmarshal(b, &a); jerr != nil || (a.Output == nil) == (a.Error == nil) {
+			return codemode.CallResult{}, false, fmt.Errorf(`%s: want {"output": VALUE} or {"error": "message"}`, name)
+		}
+		if a.Error != nil {
+			return codemode.CallResult{ID: p.ID, Err: codemode.ToolError(*a.Error)}, true, nil
+		}
+		return codemode.CallResult{ID: p.ID, Output: *a.Output}, true, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return codemode.CallResult{}, false, err
+	case run.has(p.ID):
+		return rt.Call(ctx, p), true, nil
+	case deny.has(p.ID):
+		return codemode.CallResult{ID: p.ID, Err: codemode.ToolError(denyMessage)}, true, nil
+	}
+	return codemode.CallResult{}, false, nil
+}
+
+func pendingList(pending []codemode.PendingCall) string {
+	var out []string
+	for _, p := range pending {
+		out = append(out, fmt.Sprintf("%d %s", p.ID, p.Name))
+	}
+	if out == nil {
+		return "none"
+	}
+	return strings.Join(out, ", ")
+}
+
+// stateHint adds what to do to a state error.
+func stateHint(err error) string {
+	switch {
+	case errors.Is(err, codemode.ErrStateInvalid):
+		return err.Error() + " (was it made with another --state-key-file, or changed?)"
+	case errors.Is(err, codemode.ErrStateTools):
+		return err.Error() + " (give the --config, --openapi and --demo-tools the run had)"
+	case errors.Is(err, codemode.ErrStateEngine):
+		return err.Error() + " (resume it with the codemode build that suspended it)"
+	}
+	return err.Error()
+}
