@@ -4,8 +4,12 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -203,4 +207,144 @@ func (h *confHost) runSuspended(t *testing.T, c confCase) (Result, []int) {
 		}
 	}
 	return res, sizes
+}
+
+// Environment of a child process that serves one step of a case (see
+// TestConformanceSuspendedAcrossProcesses).
+const (
+	confChildEnv = "CODEMODE_CONF_CHILD" // the case id
+	confStateEnv = "CODEMODE_CONF_STATE" // the state file, read and written
+	confOutEnv   = "CODEMODE_CONF_OUT"   // the Result, written when the run ends
+	confCacheEnv = "CODEMODE_CONF_CACHE" // the engine's compilation cache
+)
+
+// TestConformanceSuspendedAcrossProcesses serves the calls of every
+// conformance case that does not depend on timing with each step in a
+// process of its own: the first starts the run, each later one reads the
+// state from a file, makes the pending calls and resumes. The Result must
+// equal Execute's in this process.
+func TestConformanceSuspendedAcrossProcesses(t *testing.T) {
+	if id := os.Getenv(confChildEnv); id != "" {
+		confChildStep(t, id)
+		return
+	}
+	cache := t.TempDir()
+	h := newConfHost(t)
+	n := 0
+	for _, c := range loadConformance(t) {
+		if !untimed(c) {
+			continue
+		}
+		n++
+		t.Run(c.ID, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			state, out := filepath.Join(dir, "state"), filepath.Join(dir, "result.json")
+			for step := 0; ; step++ {
+				if step > 50 {
+					t.Fatal("more than 50 steps")
+				}
+				cmd := exec.Command(os.Args[0], "-test.run", "^TestConformanceSuspendedAcrossProcesses$", "-test.count=1")
+				cmd.Env = append(os.Environ(), confChildEnv+"="+c.ID, confStateEnv+"="+state, confOutEnv+"="+out, confCacheEnv+"="+cache)
+				if b, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("step %d: %v\n%s", step, err, b)
+				}
+				if _, err := os.Stat(out); err == nil {
+					break
+				}
+			}
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res Result
+			if err := json.Unmarshal(b, &res); err != nil {
+				t.Fatal(err)
+			}
+			if msg := checkExpect(c.Expect, res); msg != "" {
+				t.Errorf("across processes: %s\ncode: %s\nresult: %s", msg, c.Code, clip(res))
+			}
+			direct, err := Execute(context.Background(), h.options(t, c), c.Code)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := sameResult(direct, res); d != "" {
+				t.Errorf("results differ in %s\ndirect: %s\nacross processes: %s", d, clip(direct), clip(res))
+			}
+		})
+	}
+	if n < 30 {
+		t.Fatalf("only %d cases", n)
+	}
+}
+
+// untimed reports whether a case uses tools and nothing whose outcome
+// depends on timing (sleeping tools, probes, timers, limits), in a dozen
+// calls or fewer (a process per step).
+func untimed(c confCase) bool {
+	if len(c.Tools) == 0 || c.Limits != nil || len(c.Expect.ToolCalls) > 12 || strings.Contains(c.Code, "setTimeout") || strings.Contains(c.Code, "setInterval") {
+		return false
+	}
+	for _, tool := range c.Tools {
+		b := string(tool.Behavior)
+		if strings.Contains(b, `"sleep"`) || strings.Contains(b, `"probe"`) {
+			return false
+		}
+	}
+	return true
+}
+
+// confChildStep serves one step of case id in this process.
+func confChildStep(t *testing.T, id string) {
+	var c confCase
+	for _, cc := range loadConformance(t) {
+		if cc.ID == id {
+			c = cc
+		}
+	}
+	if c.ID == "" {
+		t.Fatalf("no case %s", id)
+	}
+	ctx := context.Background()
+	h := newConfHost(t)
+	opts := h.options(t, c)
+	opts.StateKey = testStateKey
+	opts.CacheDir = os.Getenv(confCacheEnv)
+	rt, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	var res Result
+	var s *Suspended
+	stateFile := os.Getenv(confStateEnv)
+	if state, err := os.ReadFile(stateFile); err == nil {
+		in, err := rt.Inspect(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var results []CallResult
+		for _, p := range in.Pending {
+			results = append(results, rt.Call(ctx, p))
+		}
+		res, s, err = rt.Resume(ctx, state, results...)
+		if err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		res, s, err = rt.ExecuteSuspendable(ctx, c.Code)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s != nil {
+		if err := os.WriteFile(stateFile, s.State, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	b, _ := json.Marshal(res)
+	if err := os.WriteFile(os.Getenv(confOutEnv), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -153,7 +153,7 @@ func newConfHost(t *testing.T) *confHost {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := quickjs.NewEngine(ctx, quickjs.Config{Wasm: wasm})
+	e, err := quickjs.NewEngine(ctx, quickjs.Config{Wasm: wasm, CacheDir: os.Getenv(confCacheEnv)})
 	if err != nil {
 		t.Fatal(err)
 	}

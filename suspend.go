@@ -107,7 +107,7 @@ type stateHeader struct {
 	Limits      limits        `json:"limits"`
 	Remaining   time.Duration `json:"remaining,omitempty"` // of Timeout, when the run suspended
 	NextTimer   time.Duration `json:"nextTimer,omitempty"`
-	SuspendedAt int64         `json:"suspendedAt"`         // Unix nanoseconds
+	SuspendedAt int64         `json:"suspendedAt"` // Unix nanoseconds
 	Calls       []ToolCall    `json:"calls"`
 	Admitted    int           `json:"admitted"`
 	Held        []heldEntry   `json:"held"`

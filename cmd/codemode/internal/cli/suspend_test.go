@@ -1,0 +1,275 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codemode-go/codemode/cmd/codemode/internal/demo"
+)
+
+// cliEnv makes the test binary run the command line in cliArgsEnv (a JSON
+// array), so a test can run codemode in processes of its own.
+const (
+	cliEnv     = "CODEMODE_TEST_CLI_MAIN"
+	cliArgsEnv = "CODEMODE_TEST_CLI_ARGS"
+)
+
+func init() {
+	if os.Getenv(cliEnv) == "1" {
+		var args []string
+		if err := json.Unmarshal([]byte(os.Getenv(cliArgsEnv)), &args); err != nil {
+			os.Exit(exitUsage)
+		}
+		os.Exit(Run(args, os.Stdin, os.Stdout, os.Stderr))
+	}
+}
+
+// codemodeProcess runs the command line in a new process and returns its
+// exit status, standard output and standard error.
+func codemodeProcess(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exe)
+	a, _ := json.Marshal(args)
+	cmd.Env = append(os.Environ(), cliEnv+"=1", cliArgsEnv+"="+string(a))
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String(), errb.String()
+}
+
+const refundProgram = `const { orders } = await tools.shop.listOrders({ status: "open" })
+const big = orders.filter((o) => o.totalCents > 1000)
+console.log("refunding", big.map((o) => o.id).join(", "))
+const done = []
+for (const o of big) {
+  try {
+    done.push(await tools.shop.refundOrder({ orderId: o.id, reason: "damaged in transit" }))
+  } catch (e) {
+    done.push({ orderId: o.id, refused: e.message })
+  }
+}
+return done`
+
+// withoutDurations is a Result's JSON with every durationMs zero.
+func withoutDurations(t *testing.T, out string) map[string]any {
+	t.Helper()
+	m := decode(t, out)
+	calls, _ := m["toolCalls"].([]any)
+	for _, c := range calls {
+		c.(map[string]any)["durationMs"] = 0.0
+	}
+	return m
+}
+
+// TestSuspendResumeAcrossProcesses runs programs straight through and
+// suspended, each step in a process of its own (the state crosses only
+// as a file), and compares the Results.
+func TestSuspendResumeAcrossProcesses(t *testing.T) {
+	cache := t.TempDir()
+	key := filepath.Join(t.TempDir(), "key")
+	programs := map[string]string{
+		"demo":   demo.Program,
+		"refund": refundProgram,
+		"typescript": `type C = { id: string; name: string }
+const ids: string[] = ["c-1", "c-2", "c-3", "c-9"]
+const got = await Promise.allSettled(ids.map((id) => tools.shop.getCustomer({ id })))
+return got.map((r) => r.status === "fulfilled" ? (r.value as C).name : r.reason.message)`,
+	}
+	for name, program := range programs {
+		t.Run(name, func(t *testing.T) {
+			code, direct, errs := codemodeProcess(t, program, "run", "--demo-tools", "--cache-dir", cache, "-")
+			if code != exitOK {
+				t.Fatalf("direct run: exit %d\n%s\n%s", code, direct, errs)
+			}
+			dir := filepath.Join(t.TempDir(), "run")
+			code, out, errs := codemodeProcess(t, program, "run", "--demo-tools", "--cache-dir", cache, "--state-key-file", key, "--suspend-dir", dir, "-")
+			steps := 0
+			for code == exitSuspended {
+				steps++
+				if steps > 20 {
+					t.Fatal("more than 20 steps")
+				}
+				if !strings.Contains(errs, "codemode resume --run") {
+					t.Fatalf("no hint on how to continue:\n%s", errs)
+				}
+				code, out, errs = codemodeProcess(t, "", "resume", "--demo-tools", "--cache-dir", cache, "--state-key-file", key, "--run", "all", dir)
+			}
+			if code != exitOK || steps == 0 {
+				t.Fatalf("after %d steps: exit %d\n%s\n%s", steps, code, out, errs)
+			}
+			if a, b := withoutDurations(t, direct), withoutDurations(t, out); !reflect.DeepEqual(a, b) {
+				t.Fatalf("direct and suspended results differ:\n%s\n%s", direct, out)
+			}
+			saved, err := os.ReadFile(filepath.Join(dir, resultFile))
+			if err != nil || !reflect.DeepEqual(withoutDurations(t, string(saved)), withoutDurations(t, out)) {
+				t.Fatalf("result.json: %v\n%s", err, saved)
+			}
+			if _, err := os.Stat(filepath.Join(dir, stateFile)); err == nil {
+				t.Fatal("the state of an ended run was left behind")
+			}
+		})
+	}
+}
+
+// TestApprovalAcrossProcesses is the human-approval flow: refunds wait
+// for a person, who approves one, refuses one and answers one by hand,
+// each in a new process.
+func TestApprovalAcrossProcesses(t *testing.T) {
+	cache := t.TempDir()
+	key := filepath.Join(t.TempDir(), "key")
+	dir := filepath.Join(t.TempDir(), "refunds")
+	common := []string{"--demo-tools", "--cache-dir", cache, "--state-key-file", key}
+	resume := func(args ...string) (int, string, string) {
+		return codemodeProcess(t, "", append(append([]string{"resume"}, common...), append(args, dir)...)...)
+	}
+	code, _, errs := codemodeProcess(t, refundProgram, append(append([]string{"run"}, common...), "--suspend-dir", dir, "-")...)
+	if code != exitSuspended {
+		t.Fatalf("run: exit %d\n%s", code, errs)
+	}
+	// The listing is a read: make it.
+	code, out, errs := resume("--run", "0")
+	if code != exitSuspended {
+		t.Fatalf("resume: exit %d\n%s", code, errs)
+	}
+	m := decode(t, out)
+	pending := m["pending"].([]any)
+	if len(pending) != 1 || pending[0].(map[string]any)["name"] != "shop.refundOrder" {
+		t.Fatalf("pending %v", pending)
+	}
+	var p struct {
+		ID    int
+		Input map[string]any
+	}
+	b, err := os.ReadFile(filepath.Join(dir, pendingDir, "1.json"))
+	if err != nil || json.Unmarshal(b, &p) != nil || p.Input["orderId"] != "o-1001" {
+		t.Fatalf("pending file: %v %s", err, b)
+	}
+
+	// Mistakes are refused and lose nothing.
+	for _, bad := range []struct {
+		args []string
+		exit int
+		want string
+	}{
+		{nil, exitUsage, "no pending call is answered"},
+		{[]string{"--run", "7"}, exitUsage, "call 7 is not pending"},
+		{[]string{"--run", "1", "--deny", "1"}, exitUsage, "both run and denied"},
+	} {
+		code, _, errs := resume(bad.args...)
+		if code != bad.exit || !strings.Contains(errs, bad.want) {
+			t.Fatalf("resume %v: exit %d, want %d with %q\n%s", bad.args, code, bad.exit, bad.want, errs)
+		}
+	}
+	code, _, errs = codemodeProcess(t, "", "resume", "--cache-dir", cache, "--state-key-file", key, "--run", "1", dir)
+	if code != exitFailure || !strings.Contains(errs, "another tool tree") {
+		t.Fatalf("resume without the run's tools: exit %d\n%s", code, errs)
+	}
+	otherKey := filepath.Join(t.TempDir(), "other")
+	code, _, errs = codemodeProcess(t, "", "resume", "--demo-tools", "--cache-dir", cache, "--state-key-file", otherKey, "--run", "1", dir)
+	if code != exitFailure || !strings.Contains(errs, "another --state-key-file") {
+		t.Fatalf("resume with another key: exit %d\n%s", code, errs)
+	}
+	// Rewriting the pending file changes nothing: the call comes from the
+	// state.
+	forged := bytes.Replace(b, []byte("o-1001"), []byte("o-1006"), 1)
+	if err := os.WriteFile(filepath.Join(dir, pendingDir, "1.json"), forged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	state, _ := os.ReadFile(filepath.Join(dir, stateFile))
+	tampered := bytes.Replace(state, []byte("o-1001"), []byte("o-1006"), 1)
+	if bytes.Equal(tampered, state) {
+		t.Fatal("the state does not hold the order id in the clear")
+	}
+	if err := os.WriteFile(filepath.Join(dir, stateFile), tampered, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = resume("--run", "1")
+	if code != exitFailure || !strings.Contains(errs, "damaged") {
+		t.Fatalf("tampered state: exit %d\n%s", code, errs)
+	}
+	if err := os.WriteFile(filepath.Join(dir, stateFile), state, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// Approve the first refund.
+	if code, _, errs = resume("--run", "1"); code != exitSuspended {
+		t.Fatalf("approve: exit %d\n%s", code, errs)
+	}
+	// Refuse the second.
+	if code, _, errs = resume("--deny", "2", "--deny-message", "over the refund limit"); code != exitSuspended {
+		t.Fatalf("deny: exit %d\n%s", code, errs)
+	}
+	// Answer the third by hand.
+	if err := os.MkdirAll(filepath.Join(dir, resultsDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	hand := `{"output": {"orderId": "o-1004", "refundedCents": 30000, "status": "refunded by hand"}}`
+	if err := os.WriteFile(filepath.Join(dir, resultsDir, "3.json"), []byte(hand), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = resume()
+	if code != exitOK {
+		t.Fatalf("last step: exit %d\n%s\n%s", code, out, errs)
+	}
+	m = decode(t, out)
+	want := `[{"orderId":"o-1001","refundedCents":4599,"status":"refunded"},{"orderId":"o-1003","refused":"over the refund limit"},{"orderId":"o-1004","refundedCents":30000,"status":"refunded by hand"}]`
+	if v, _ := json.Marshal(m["value"]); string(v) != want {
+		t.Fatalf("value %s\nwant  %s", v, want)
+	}
+	var outcomes []string
+	for _, c := range m["toolCalls"].([]any) {
+		outcomes = append(outcomes, c.(map[string]any)["outcome"].(string))
+	}
+	if strings.Join(outcomes, ",") != "ok,ok,error,ok" {
+		t.Fatalf("audit %v", m["toolCalls"])
+	}
+	if code, _, errs = resume("--run", "all"); code != exitUsage || !strings.Contains(errs, "has ended") {
+		t.Fatalf("resume of an ended run: exit %d\n%s", code, errs)
+	}
+	code, _, errs = codemodeProcess(t, "return 1", append(append([]string{"run"}, common...), "--suspend-dir", dir, "-")...)
+	if code != exitUsage || !strings.Contains(errs, "already holds a run") {
+		t.Fatalf("run into a used directory: exit %d\n%s", code, errs)
+	}
+}
+
+func TestStateKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	s := suspendFlags{keyFile: filepath.Join(dir, "sub", "key")}
+	k1, err := s.key()
+	if err != nil || len(k1) != 32 {
+		t.Fatalf("new key: %v %d", err, len(k1))
+	}
+	if fi, err := os.Stat(s.keyFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode: %v %v", err, fi.Mode())
+	}
+	k2, err := s.key()
+	if err != nil || !bytes.Equal(k1, k2) {
+		t.Fatal("the key changed between reads")
+	}
+	short := suspendFlags{keyFile: filepath.Join(dir, "short")}
+	_ = os.WriteFile(short.keyFile, []byte("too short"), 0o600)
+	if _, err := short.key(); err == nil || !strings.Contains(err.Error(), "at least 32") {
+		t.Fatalf("short key: %v", err)
+	}
+}
