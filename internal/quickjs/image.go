@@ -55,11 +55,19 @@ type Image struct {
 
 	mu     sync.Mutex
 	spares []*Instance // reset, waiting to be handed out
+	// grown are reset instances whose memory grew past the image's: the
+	// image's pages, zero beyond. A snapshot of their size resumes on one
+	// without growing a memory (a page fault per page).
+	grown  []*Instance
 	closed bool
 }
 
-// maxSpares bounds the reset instances an Image keeps.
-const maxSpares = 4
+// maxSpares bounds the reset instances an Image keeps, and maxGrown
+// those of them whose memory grew.
+const (
+	maxSpares = 4
+	maxGrown  = 2
+)
 
 // ErrNoImage is returned by [Instance.Capture] when the instance's state
 // cannot be captured.
@@ -143,6 +151,12 @@ func isZero(b []byte) bool {
 // crypto random sources are its own, and its monotonic clock starts where
 // the captured one stood.
 func (img *Image) NewInstance(ctx context.Context, host HostFunc) (*Instance, error) {
+	return img.newInstance(ctx, host, len(img.mem))
+}
+
+// newInstance is NewInstance, preferring a kept instance whose memory has
+// size bytes (the image's, or a grown one's).
+func (img *Image) newInstance(ctx context.Context, host HostFunc, size int) (*Instance, error) {
 	e := img.e
 	e.mu.Lock()
 	if e.closed {
@@ -153,9 +167,16 @@ func (img *Image) NewInstance(ctx context.Context, host HostFunc) (*Instance, er
 	e.mu.Unlock()
 	img.mu.Lock()
 	var spare *Instance
-	if n := len(img.spares); n > 0 {
+	if n := len(img.spares); n > 0 && size == len(img.mem) {
 		spare = img.spares[n-1]
 		img.spares = img.spares[:n-1]
+	}
+	for i, g := range img.grown {
+		if spare == nil && int(g.mod.Memory().Size()) == size {
+			spare = g
+			img.grown = append(img.grown[:i], img.grown[i+1:]...)
+			break
+		}
 	}
 	img.mu.Unlock()
 	var in *Instance
@@ -324,14 +345,15 @@ func (img *Image) recycle(in *Instance) bool {
 	if in.dead || in.killed.Load() || in.depth != 0 || in.mod == nil {
 		return false
 	}
-	img.mu.Lock()
-	full := img.closed || len(img.spares) >= maxSpares
-	img.mu.Unlock()
-	if full {
-		return false
-	}
 	m := in.mod.Memory()
-	if int(m.Size()) != len(img.mem) {
+	grown := int(m.Size()) > len(img.mem)
+	full := func() bool {
+		return img.closed || len(img.spares) >= maxSpares || grown && len(img.grown) >= maxGrown
+	}
+	img.mu.Lock()
+	f := full()
+	img.mu.Unlock()
+	if f || int(m.Size()) < len(img.mem) {
 		return false
 	}
 	buf, ok := m.Read(0, m.Size())
@@ -344,10 +366,14 @@ func (img *Image) recycle(in *Instance) bool {
 	}
 	img.mu.Lock()
 	defer img.mu.Unlock()
-	if img.closed || len(img.spares) >= maxSpares {
+	if full() {
 		return false
 	}
-	img.spares = append(img.spares, in)
+	if grown {
+		img.grown = append(img.grown, in)
+	} else {
+		img.spares = append(img.spares, in)
+	}
 	return true
 }
 
@@ -363,8 +389,8 @@ func (img *Image) Close() {
 	}
 	img.e.mu.Unlock()
 	img.mu.Lock()
-	spares := img.spares
-	img.spares, img.closed = nil, true
+	spares := append(img.spares, img.grown...)
+	img.spares, img.grown, img.closed = nil, nil, true
 	img.mu.Unlock()
 	for _, in := range spares {
 		in.closeModule()

@@ -3,13 +3,13 @@ package quickjs
 import (
 	"bytes"
 	"crypto/sha256"
+	"hash/crc32"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"sync"
-	"time"
+		"time"
 
 	"context"
 
@@ -87,8 +87,8 @@ func (in *Instance) Snapshot() ([]byte, error) {
 			}
 		}
 	}
-	raw := rawBuffers.Get().(*bytes.Buffer)
-	defer rawBuffers.Put(raw)
+	raw := rawBuffers.get()
+	defer rawBuffers.put(raw)
 	raw.Reset()
 	w := func(v any) { _ = binary.Write(raw, binary.LittleEndian, v) }
 	w(uint32(len(buf)))
@@ -125,20 +125,53 @@ func (in *Instance) Snapshot() ([]byte, error) {
 		}
 		i = j
 	}
-	enc := encBuffers.Get().(*[]byte)
-	defer encBuffers.Put(enc)
-	*enc = s2.Encode((*enc)[:cap(*enc)], raw.Bytes())
-	out := make([]byte, 0, len(snapshotMagic)+len(img.sum)+len(*enc)+sha256.Size)
+	enc := encBuffers.get()
+	defer encBuffers.put(enc)
+	enc.b = s2.Encode(enc.b[:cap(enc.b)], raw.Bytes())
+	out := make([]byte, 0, len(snapshotMagic)+len(img.sum)+len(enc.b)+crcSize)
 	out = append(out, snapshotMagic...)
 	out = append(out, img.sum[:]...)
-	out = append(out, *enc...)
-	sum := sha256.Sum256(out)
-	return append(out, sum[:]...), nil
+	out = append(out, enc.b...)
+	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(out, crcTable)), nil
 }
 
+// A snapshot ends with a CRC-32C of the rest: it finds damage (a cut, a
+// flipped bit) at memory speed. Telling whose bytes they are is for a MAC
+// over the whole, which the caller (the sandbox's owner) keeps.
+const crcSize = 4
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// buffers keeps a few buffers of snapshot size for reuse: unlike a
+// sync.Pool it is not emptied by every collection, and a snapshot's
+// buffers are megabytes whose first touch costs page faults.
+type buffers[T any] struct {
+	free chan *T
+}
+
+func newBuffers[T any]() *buffers[T] { return &buffers[T]{free: make(chan *T, 4)} }
+
+func (b *buffers[T]) get() *T {
+	select {
+	case x := <-b.free:
+		return x
+	default:
+		return new(T)
+	}
+}
+
+func (b *buffers[T]) put(x *T) {
+	select {
+	case b.free <- x:
+	default:
+	}
+}
+
+type byteSlice struct{ b []byte }
+
 var (
-	rawBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-	encBuffers = sync.Pool{New: func() any { return new([]byte) }}
+	rawBuffers = newBuffers[bytes.Buffer]()
+	encBuffers = newBuffers[byteSlice]()
 )
 
 // imagePage is page i of the image, or nil beyond it (where the image
@@ -184,11 +217,11 @@ func samePage(buf, image []byte, i int) bool {
 // another image are refused before any of them reaches the engine.
 func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Instance, error) {
 	head := len(snapshotMagic) + sha256.Size
-	if len(snap) < head+sha256.Size || string(snap[:len(snapshotMagic)]) != snapshotMagic {
+	if len(snap) < head+crcSize || string(snap[:len(snapshotMagic)]) != snapshotMagic {
 		return nil, ErrSnapshotCorrupt
 	}
-	body, sum := snap[:len(snap)-sha256.Size], snap[len(snap)-sha256.Size:]
-	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
+	body, sum := snap[:len(snap)-crcSize], snap[len(snap)-crcSize:]
+	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(sum) {
 		return nil, ErrSnapshotCorrupt
 	}
 	if !bytes.Equal(body[len(snapshotMagic):head], img.sum[:]) {
@@ -199,16 +232,16 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 	if err != nil || int64(n) > limit {
 		return nil, ErrSnapshotCorrupt
 	}
-	dec := encBuffers.Get().(*[]byte)
-	defer encBuffers.Put(dec)
-	if cap(*dec) < n {
-		*dec = make([]byte, n)
+	dec := encBuffers.get()
+	defer encBuffers.put(dec)
+	if cap(dec.b) < n {
+		dec.b = make([]byte, n)
 	}
-	raw, err := s2.Decode((*dec)[:cap(*dec)], body[head:])
+	raw, err := s2.Decode(dec.b[:cap(dec.b)], body[head:])
 	if err != nil {
 		return nil, ErrSnapshotCorrupt
 	}
-	*dec = raw[:cap(raw)]
+	dec.b = raw[:cap(raw)]
 	r := bytes.NewReader(raw)
 	rd := func(v any) bool { return binary.Read(r, binary.LittleEndian, v) == nil }
 	var size, nglobals uint32
@@ -253,7 +286,7 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 		data = append(data, raw[at:end])
 		_, _ = r.Seek(int64(end), io.SeekStart)
 	}
-	in, err := img.NewInstance(ctx, host)
+	in, err := img.newInstance(ctx, host, int(size))
 	if err != nil {
 		return nil, err
 	}
