@@ -3,13 +3,13 @@ package quickjs
 import (
 	"bytes"
 	"crypto/sha256"
-	"hash/crc32"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math/rand/v2"
-		"time"
+	"time"
 
 	"context"
 

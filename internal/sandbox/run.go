@@ -218,10 +218,15 @@ func (r *run) work(start func() *Failure) {
 	// instances.
 	if in := r.in; in != nil {
 		r.freeRejections()
+		p := r.pool
 		if in.Reuse() {
+			// (Kept for resumes when it grew: then the image may have no
+			// instance left for new runs.)
+			if p != nil {
+				p.released()
+			}
 			return
 		}
-		p := r.pool
 		go func() {
 			in.Close()
 			if p != nil {
