@@ -132,6 +132,14 @@ func (in *Instance) Capture() (*Image, error) {
 const pageSize = 4096
 
 func isZero(b []byte) bool {
+	for len(b) >= 64 {
+		le := binary.LittleEndian
+		if le.Uint64(b)|le.Uint64(b[8:])|le.Uint64(b[16:])|le.Uint64(b[24:])|
+			le.Uint64(b[32:])|le.Uint64(b[40:])|le.Uint64(b[48:])|le.Uint64(b[56:]) != 0 {
+			return false
+		}
+		b = b[64:]
+	}
 	for len(b) >= 8 {
 		if binary.LittleEndian.Uint64(b) != 0 {
 			return false

@@ -76,14 +76,21 @@ func (in *Instance) Snapshot() ([]byte, error) {
 	// Buffers are reused: on the machines measured, a first touch of a
 	// page of new memory costs more than compressing it.
 	// Below the stack pointer is dead stack, zero in the image: clearing
-	// what the run left there keeps it out of the snapshot.
+	// what the run left there keeps it out of the snapshot. The stack
+	// grows down, so the walk goes down from the pointer and stops at two
+	// zero pages in a row: anything deeper is merely recorded.
 	if sp := in.mod.ExportedGlobal("__stack_pointer"); sp != nil {
 		if top := int(uint32(sp.Get())); top <= len(buf) {
-			for p := 0; p < top; p += pageSize {
-				end := min(p+pageSize, top)
-				if !isZero(buf[p:end]) {
+			zeros := 0
+			for end := top; end > 0 && zeros < 2; {
+				p := (end - 1) &^ (pageSize - 1)
+				if isZero(buf[p:end]) {
+					zeros++
+				} else {
+					zeros = 0
 					clear(buf[p:end])
 				}
+				end = p
 			}
 		}
 	}
