@@ -122,6 +122,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	rep.add(Row{Metric: "run overhead: return 1, back to back (mean)", Codemode: dur(time.Since(start) / time.Duration(reps))})
 
+	if err := suspendRows(ctx, rep, reps); err != nil {
+		return nil, err
+	}
+
 	// The bridge.
 	calls := 2000
 	if opts.Quick {
@@ -198,6 +202,50 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 }
 
 func (r *Report) add(row Row) { r.Rows = append(r.Rows, row) }
+
+// suspendRows measures suspended runs: a state's size, and the round trip
+// of resuming one (deliver a result, run to the next call, suspend again),
+// for a small program and for one that keeps 1 MiB of data.
+func suspendRows(ctx context.Context, rep *Report, reps int) error {
+	get := codemode.Tool{Run: func(_ context.Context, in json.RawMessage) (any, error) { return in, nil }}
+	rt, err := codemode.New(codemode.Options{Tools: codemode.Tools{"x": codemode.Tools{"get": get}}, StateKey: []byte("codemode bench: a 32-byte key...")})
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	for _, c := range []struct {
+		what string
+		keep int // objects kept; 8,000 are 1 MiB of engine heap
+		reps int
+	}{{"small program", 0, reps}, {"1 MiB of program data", 8000, max(reps/10, 10)}} {
+		code := fmt.Sprintf(`const keep = Array.from({ length: %d }, (_, i) => ({ i, s: "item " + i }))
+for (let i = 0; ; i++) { const r = await tools.x.get({ i }); if (r.i < 0) return keep.length }`, c.keep)
+		_, s, err := rt.ExecuteSuspendable(ctx, code)
+		if err != nil || s == nil {
+			return fmt.Errorf("suspend benchmark: the run did not suspend: %v", err)
+		}
+		p := s.Pending[0]
+		result := codemode.CallResult{ID: p.ID, Output: p.Input}
+		trips := make([]time.Duration, 0, c.reps)
+		for i := 0; i < c.reps+1; i++ {
+			start := time.Now()
+			_, next, err := rt.Resume(ctx, s.State, result)
+			if err != nil || next == nil {
+				return fmt.Errorf("suspend benchmark: the run did not suspend again: %v", err)
+			}
+			if i > 0 { // the first makes the image's instance of this size
+				trips = append(trips, time.Since(start))
+			}
+		}
+		rep.add(Row{Metric: "suspended run, " + c.what + ": state size", Codemode: fmt.Sprintf("%.1f KB", float64(len(s.State))/1000)})
+		target := ""
+		if c.keep > 0 {
+			target = "≤ 1 ms"
+		}
+		rep.add(Row{Metric: "suspended run, " + c.what + ": resume + suspend round trip (p50)", Codemode: dur(median(trips)), Target: target})
+	}
+	return nil
+}
 
 func timeCodemode(ctx context.Context, rt *codemode.Runtime, w workload) (float64, error) {
 	res, err := rt.Execute(ctx, harness(w))
