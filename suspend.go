@@ -18,6 +18,7 @@ import (
 	"github.com/codemode-go/codemode/internal/engine"
 	"github.com/codemode-go/codemode/internal/sandbox"
 	"github.com/codemode-go/codemode/internal/typescript"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Suspended is a run stopped while it waits for tool calls; see
@@ -142,20 +143,43 @@ func (rt *Runtime) ExecuteSuspendable(ctx context.Context, code string) (Result,
 	if len(rt.opts.StateKey) == 0 {
 		return Result{ToolCalls: []ToolCall{}}, nil, ErrNoStateKey
 	}
+	if rt.isClosed() {
+		return Result{ToolCalls: []ToolCall{}}, nil, ErrClosed
+	}
+	ctx, tel := rt.traceStep(ctx, code)
 	runCtx, done, err := rt.enter(ctx)
 	if err != nil {
-		return Result{ToolCalls: []ToolCall{}}, nil, err
+		return tel.end(Result{ToolCalls: []ToolCall{}}, nil, err)
 	}
 	defer done()
 	ex, sr, early, err := rt.start(runCtx, code, true)
 	if early != nil {
-		return *early, nil, rt.interruption(ctx, runCtx, err)
+		return tel.end(*early, nil, rt.interruption(ctx, runCtx, err))
 	}
 	h := stateHeader{RunID: newRunID(), Code: code}
 	if ex.src.prog != nil {
 		h.Transformed = ex.src.prog.Transformed
 	}
-	return rt.step(ctx, runCtx, ex, sr, h)
+	return tel.end(rt.step(ctx, runCtx, ex, sr, h))
+}
+
+// stepTelemetry records one step of a suspendable run, when the Runtime
+// has telemetry.
+type stepTelemetry struct{ r *runTelemetry }
+
+func (rt *Runtime) traceStep(ctx context.Context, code string) (context.Context, stepTelemetry) {
+	if rt.tel == nil {
+		return ctx, stepTelemetry{}
+	}
+	ctx, r := rt.tel.startRun(ctx, code)
+	return ctx, stepTelemetry{r}
+}
+
+func (t stepTelemetry) end(res Result, s *Suspended, err error) (Result, *Suspended, error) {
+	if t.r != nil {
+		t.r.endStep(res, s != nil, err)
+	}
+	return res, s, err
 }
 
 // Resume continues a suspended run with results of its pending calls
@@ -190,12 +214,23 @@ func (rt *Runtime) Resume(ctx context.Context, state []byte, results ...CallResu
 		}
 		delivered[r.ID] = true
 	}
+	if rt.isClosed() {
+		return none, nil, ErrClosed
+	}
+	ctx, tel := rt.traceStep(ctx, h.Code)
 	runCtx, done, err := rt.enter(ctx)
 	if err != nil {
-		return none, nil, err
+		return tel.end(none, nil, err)
 	}
 	defer done()
+	res, s, err := rt.resume(ctx, runCtx, h, inner, results, byIndex, delivered)
+	return tel.end(res, s, err)
+}
 
+// resume is Resume once the state is open and the Runtime has the run.
+func (rt *Runtime) resume(ctx, runCtx context.Context, h *stateHeader, inner []byte, results []CallResult,
+	byIndex map[int]heldEntry, delivered map[int]bool) (Result, *Suspended, error) {
+	none := Result{ToolCalls: []ToolCall{}}
 	src := &source{code: h.Code, transformed: h.Transformed}
 	if !h.Transformed {
 		src.prog = typescript.Wrap(h.Code)
@@ -452,7 +487,12 @@ func (rt *Runtime) Call(ctx context.Context, call PendingCall) CallResult {
 	if len(bytes.TrimSpace(input)) == 0 {
 		input = json.RawMessage("{}")
 	}
-	rt.hookStart(ctx, ToolCallStart{Index: call.ID, Name: e.name, Input: input})
+	s := ToolCallStart{Index: call.ID, Name: e.name, Input: input}
+	var span trace.Span
+	if rt.tel != nil {
+		ctx, span = rt.tel.startCall(ctx, s)
+	}
+	rt.hookStart(ctx, s)
 	start := time.Now()
 	v, err := callTool(ctx, e.tool.Run, input)
 	res.Duration = time.Since(start)
@@ -481,6 +521,9 @@ func (rt *Runtime) Call(ctx context.Context, call PendingCall) CallResult {
 		}
 	}
 	rt.hookEnd(ctx, end)
+	if rt.tel != nil {
+		rt.tel.endCall(ctx, span, end, res.Output)
+	}
 	return res
 }
 

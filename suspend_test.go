@@ -546,3 +546,31 @@ return r.map((x) => x.status === "fulfilled" ? x.value : [x.reason.kind, x.reaso
 		t.Fatalf("a host's refusal: %s", clip(res))
 	}
 }
+
+func TestSuspendedRunTelemetry(t *testing.T) {
+	sink := newOtelSink(t)
+	ctx := context.Background()
+	opts := suspendOptions(nil)
+	opts.TracerProvider = sink.tp
+	rt, _ := New(opts)
+	defer rt.Close()
+	s := suspendOnce(t, rt, `return (await tools.orders.get({ id: 1 })).total`)
+	res, _, err := rt.Resume(ctx, s.State, rt.Call(ctx, s.Pending[0]))
+	if err != nil || !res.OK {
+		t.Fatalf("%v %s", err, clip(res))
+	}
+	steps := sink.named("codemode.execute")
+	if len(steps) != 2 {
+		t.Fatalf("%d execute spans, want one per step", len(steps))
+	}
+	if a := attrs(steps[0]); a["codemode.suspended"] != "true" || a["codemode.ok"] != "false" {
+		t.Fatalf("the suspended step's span: %v", a)
+	}
+	if a := attrs(steps[1]); a["codemode.suspended"] != "" || a["codemode.ok"] != "true" {
+		t.Fatalf("the last step's span: %v", a)
+	}
+	calls := sink.named("codemode.tool_call")
+	if len(calls) != 1 || attrs(calls[0])["codemode.tool.name"] != "orders.get" {
+		t.Fatalf("tool call spans: %v", calls)
+	}
+}

@@ -28,6 +28,7 @@ const (
 	attrOK          = attribute.Key("codemode.ok")
 	attrKind        = attribute.Key("codemode.diagnostic.kind") // failed runs only
 	attrInterrupted = attribute.Key("codemode.interrupted")     // interrupted runs only
+	attrSuspended   = attribute.Key("codemode.suspended")       // suspended steps only
 	attrCallCount   = attribute.Key("codemode.tool_call.count")
 	attrTruncated   = attribute.Key("codemode.truncated")
 	attrCodeSize    = attribute.Key("codemode.code.size") // bytes
@@ -124,9 +125,16 @@ func (t *telemetry) startRun(ctx context.Context, code string) (context.Context,
 // end records what Execute returns. Without TraceData the span's status
 // names the diagnostic's kind but not its message, which may quote
 // anything the program threw.
-func (r *runTelemetry) end(res Result, err error) {
+func (r *runTelemetry) end(res Result, err error) { r.endStep(res, false, err) }
+
+// endStep records what a step of a suspendable run returns: like end,
+// with codemode.suspended when it suspended (its span and its count in
+// codemode.runs then stand for one step, not a whole run).
+func (r *runTelemetry) endStep(res Result, suspended bool, err error) {
 	outcome := []attribute.KeyValue{attrOK.Bool(res.OK)}
 	switch {
+	case suspended:
+		outcome = append(outcome, attrSuspended.Bool(true))
 	case err != nil:
 		outcome = append(outcome, attrInterrupted.Bool(true))
 	case res.Error != nil:

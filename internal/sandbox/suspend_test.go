@@ -2,11 +2,14 @@ package sandbox
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // imageDigest is the digest of the image of a configuration with one
@@ -59,4 +62,91 @@ func newSandbox(t *testing.T) *Sandbox {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// holdGet is a binding whose calls of get are held and the others
+// refused.
+var holdGet = []Namespace{{Name: "tools", Members: [][]string{{"get"}}, Admit: func(c Call) (Work, error) {
+	if c.Key == "get" {
+		return nil, ErrHold
+	}
+	return nil, &CallError{Kind: "Refused", Message: "no such tool"}
+}}}
+
+// encodeState writes a parked run as Resume reads it.
+func encodeState(p *parked, snap []byte) []byte {
+	head, _ := json.Marshal(p)
+	out := append([]byte(stateMagic), binary.LittleEndian.AppendUint32(nil, uint32(len(head)))...)
+	return append(append(out, head...), snap...)
+}
+
+// TestResumeSurvivesForgedStates resumes states whose bookkeeping was
+// rewritten, as only a holder of the host's key could: boxes that point
+// anywhere, paths and ids out of range. The engine may fail the run; the
+// host must not crash, and every answer is an error or a Result.
+func TestResumeSurvivesForgedStates(t *testing.T) {
+	s := newSandbox(t)
+	ctx := context.Background()
+	// A call refused at once and never awaited: its rejection is in the
+	// state, and reported when the run ends.
+	req := Request{Program: `(async () => { tools.nope({}); return await tools.get({}) })()`,
+		Bindings: holdGet, Suspend: true, Timeout: 5 * time.Second}
+	res, err := s.Run(ctx, req)
+	if err != nil || res.Suspended == nil {
+		t.Fatalf("not suspended: %+v %v", res, err)
+	}
+	good, snap, err := decodeState(res.Suspended.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(good.Rejected) == 0 {
+		t.Fatal("the program's unhandled rejection is not in the state")
+	}
+	id := res.Suspended.Held[0].ID
+	forgeries := map[string]func(p *parked){
+		"main points anywhere":      func(p *parked) { p.Main = 0x7fff_fff0 },
+		"main is zero":              func(p *parked) { p.Main = 0 },
+		"main is misaligned":        func(p *parked) { p.Main++ },
+		"rejection boxes":           func(p *parked) { p.Rejected = [][3]uint32{{1, 0xffff_fff0, 12}} },
+		"path namespace":            func(p *parked) { p.Paths[0].NS = 99 },
+		"negative namespace":        func(p *parked) { p.Paths[0].NS = -1 },
+		"held path":                 func(p *parked) { p.Held[0].Path = 0 },
+		"held path past the end":    func(p *parked) { p.Held[0].Path = 1000 },
+		"no paths":                  func(p *parked) { p.Paths = nil },
+		"timers far in the past":    func(p *parked) { p.Timers = []parkedTimer{{ID: 1, In: -1 << 62}} },
+		"timer ids that never fire": func(p *parked) { p.Timers = []parkedTimer{{ID: -5, In: 1}} },
+		"call counter behind":       func(p *parked) { p.CallSeq = -1 },
+		"huge log bytes":            func(p *parked) { p.LogBytes = 1 << 62 },
+		"settled with no value":     func(p *parked) { p.Settled = true },
+		"another memory limit":      func(p *parked) { p.Memory = 1 << 20 },
+		"another spec":              func(p *parked) { p.Spec = `[{"name":"other"}]` },
+	}
+	for name, forge := range forgeries {
+		t.Run(name, func(t *testing.T) {
+			p := *good
+			p.Paths = append([]parkedPath(nil), good.Paths...)
+			p.Held = append([]parkedCall(nil), good.Held...)
+			forge(&p)
+			state := encodeState(&p, snap)
+			// What matters is that it returns.
+			res, err := s.Resume(ctx, req, state, []Delivery{{ID: id, Out: json.RawMessage(`{"ok":1}`)}}, 0)
+			t.Logf("%v %+v", err, res.Failure)
+		})
+	}
+	// The untouched state still resumes, and the refused call nobody
+	// awaited fails the run as it does in a run that never suspended.
+	res, err = s.Resume(ctx, req, encodeState(good, snap), []Delivery{{ID: id, Out: json.RawMessage(`{"ok":1}`)}}, 0)
+	direct := req
+	direct.Suspend = false
+	direct.Bindings = []Namespace{{Name: "tools", Members: [][]string{{"get"}}, Admit: func(c Call) (Work, error) {
+		if c.Key == "get" {
+			return func(context.Context) (json.RawMessage, error) { return json.RawMessage(`{"ok":1}`), nil }, nil
+		}
+		return nil, &CallError{Kind: "Refused", Message: "no such tool"}
+	}}}
+	want, _ := s.Run(ctx, direct)
+	if err != nil || res.Failure == nil || want.Failure == nil || res.Failure.Message != want.Failure.Message ||
+		res.Failure.Unawaited != want.Failure.Unawaited || res.Failure.Line != want.Failure.Line {
+		t.Fatalf("resumed %+v %v\ndirect %+v", res.Failure, err, want.Failure)
+	}
 }
