@@ -574,3 +574,28 @@ func TestSuspendedRunTelemetry(t *testing.T) {
 		t.Fatalf("tool call spans: %v", calls)
 	}
 }
+
+func TestResumeInterrupted(t *testing.T) {
+	rt, _ := New(suspendOptions(nil))
+	defer rt.Close()
+	s := suspendOnce(t, rt, `const o = await tools.orders.get({ id: 1 }); for (;;) {}`)
+	r := rt.Call(context.Background(), s.Pending[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	res, next, err := rt.Resume(ctx, s.State, r)
+	if !errors.Is(err, context.DeadlineExceeded) || next != nil || res.OK || res.Error != nil {
+		t.Fatalf("cancelled resume: %v %v %s", err, next, clip(res))
+	}
+	// The state is untouched: the run can be resumed again, and stopped by
+	// Close this time.
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := rt.Resume(context.Background(), s.State, r)
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	rt.Close()
+	if err := <-done; !errors.Is(err, ErrStopped) {
+		t.Fatalf("resume stopped by Close: %v", err)
+	}
+}
