@@ -20,6 +20,8 @@ type CatalogEntry struct {
 	// Signature is the TypeScript declaration of the call, with the
 	// description and parameter documentation as JSDoc.
 	Signature string `json:"signature"`
+	// Annotations are the tool's, when it has them.
+	Annotations *Annotations `json:"annotations,omitempty"`
 	// Segments is the path as its segments (names may contain dots).
 	Segments []string `json:"-"`
 }
@@ -49,7 +51,8 @@ func (rt *Runtime) catalogEntries() []CatalogEntry {
 			rt.cat.entries[i] = CatalogEntry{
 				Path:        e.name,
 				Description: e.tool.Description,
-				Signature:   tsgen.Signature(e.path, e.tool.Description, in, out, true),
+				Signature:   tsgen.Signature(e.path, e.tool.Description, e.tool.Annotations.tags(), in, out, true),
+				Annotations: e.tool.Annotations,
 				Segments:    e.path,
 			}
 		}

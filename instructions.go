@@ -36,6 +36,9 @@ func (rt *Runtime) Instructions() string {
 	w("- `Object.keys(tools)` lists the namespaces and `Object.keys(tools.<namespace>)` the tools in one.\n")
 	w("- `tools.$codemode.search({ query?, namespace?, limit?, offset? })` returns `{ items: [{ path, description, signature }], remaining, next }`; when `next` is not null, call it again with `{ ...request, ...next }` for more.\n")
 	w("- A failed call rejects with a `ToolError` (`e.message`, `e.kind`, `e.tool`): catch it to recover, or let it fail the run. Await every call.\n")
+	if rt.annotated() {
+		w("- Tools tagged `@readonly` only read. Tools tagged `@destructive` delete or overwrite data, and tools with neither tag may change things too: call those only when the task asks for the change, never to explore. `@idempotent` tools can be retried safely; `@openworld` tools reach systems outside this one.\n")
+	}
 	if limits := rt.limitsText(); limits != "" {
 		w("- Limits: %s.\n", limits)
 	}
@@ -65,6 +68,16 @@ func (rt *Runtime) Instructions() string {
 		}
 	}
 	return b.String()
+}
+
+// annotated reports whether any tool has annotations.
+func (rt *Runtime) annotated() bool {
+	for _, e := range rt.tools {
+		if e.tool.Annotations != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // limitsText describes the configured limits for the model.

@@ -47,6 +47,48 @@ type Tool struct {
 	// SkipInputValidation leaves input checking to Run, for tools whose
 	// upstream validates (an MCP server, an HTTP API).
 	SkipInputValidation bool
+
+	// Annotations say what the tool does to the world, for the model (its
+	// signature carries them as JSDoc tags) and for policies. Nil says
+	// nothing: treat such a tool as one that may change anything.
+	Annotations *Annotations
+}
+
+// Annotations describe a tool's effects, as MCP's tool annotations do.
+// They are the tool author's claims, not something codemode checks.
+type Annotations struct {
+	// ReadOnly: the tool changes nothing.
+	ReadOnly bool `json:"readOnly,omitempty"`
+	// Destructive: the tool may delete or overwrite (only meaningful when
+	// it is not ReadOnly).
+	Destructive bool `json:"destructive,omitempty"`
+	// Idempotent: calling it again with the same input changes nothing
+	// more.
+	Idempotent bool `json:"idempotent,omitempty"`
+	// OpenWorld: the tool reaches beyond the systems the host controls
+	// (the web, other people's services).
+	OpenWorld bool `json:"openWorld,omitempty"`
+}
+
+// tags are the JSDoc tags a signature carries for the annotations.
+func (a *Annotations) tags() []string {
+	if a == nil {
+		return nil
+	}
+	var tags []string
+	switch {
+	case a.ReadOnly:
+		tags = append(tags, "@readonly")
+	case a.Destructive:
+		tags = append(tags, "@destructive")
+	}
+	if a.Idempotent && !a.ReadOnly {
+		tags = append(tags, "@idempotent")
+	}
+	if a.OpenWorld {
+		tags = append(tags, "@openworld")
+	}
+	return tags
 }
 
 // NewTool makes a Tool from a typed function, inferring the input and

@@ -419,10 +419,27 @@ func (ts toolset) tool(t *mcpsdk.Tool) codemode.Tool {
 		Description:         desc,
 		Input:               in,
 		Output:              out,
+		Annotations:         annotations(t.Annotations),
 		SkipInputValidation: true,
 		Run: func(ctx context.Context, input json.RawMessage) (any, error) {
 			return ts.call(ctx, name, input)
 		},
+	}
+}
+
+// annotations maps an upstream tool's MCP annotations, with the defaults
+// the MCP specification gives hints left out: a tool that is not read-only
+// is destructive, and every tool reaches an open world, unless it says
+// otherwise. A tool without annotations has none.
+func annotations(a *mcpsdk.ToolAnnotations) *codemode.Annotations {
+	if a == nil {
+		return nil
+	}
+	return &codemode.Annotations{
+		ReadOnly:    a.ReadOnlyHint,
+		Destructive: !a.ReadOnlyHint && (a.DestructiveHint == nil || *a.DestructiveHint),
+		Idempotent:  a.IdempotentHint,
+		OpenWorld:   a.OpenWorldHint == nil || *a.OpenWorldHint,
 	}
 }
 

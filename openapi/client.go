@@ -133,7 +133,25 @@ func (o *operation) tool(desc string, output *jsonschema.Schema) codemode.Tool {
 		Output:              output,
 		Run:                 o.run,
 		SkipInputValidation: err != nil,
+		Annotations:         methodAnnotations(o.method),
 	}
+}
+
+// methodAnnotations are what HTTP says of a method (RFC 9110, section
+// 9.2): GET, HEAD and OPTIONS are safe, PUT and DELETE idempotent, and
+// DELETE removes. POST and PATCH may do anything, which is what no
+// annotations say. Whether the service reaches beyond itself, HTTP does
+// not tell.
+func methodAnnotations(method string) *codemode.Annotations {
+	switch strings.ToUpper(method) {
+	case "GET", "HEAD", "OPTIONS", "TRACE":
+		return &codemode.Annotations{ReadOnly: true, Idempotent: true}
+	case "PUT":
+		return &codemode.Annotations{Idempotent: true}
+	case "DELETE":
+		return &codemode.Annotations{Destructive: true, Idempotent: true}
+	}
+	return nil
 }
 
 // run performs one call.

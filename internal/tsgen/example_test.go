@@ -31,9 +31,13 @@ func ExampleType() {
 
 func ExampleSignature() {
 	in := []byte(`{"type": "object", "properties": {"libraryName": {"type": "string"}}, "required": ["libraryName"]}`)
-	fmt.Println(tsgen.Signature([]string{"context7", "resolve-library-id"}, "Resolve a library name to its id.", in, nil, true))
+	fmt.Println(tsgen.Signature([]string{"context7", "resolve-library-id"}, "Resolve a library name to its id.", []string{"@readonly"}, in, nil, true))
 	// Output:
-	// /** Resolve a library name to its id. */
+	// /**
+	//  * Resolve a library name to its id.
+	//  *
+	//  * @readonly
+	//  */
 	// tools.context7["resolve-library-id"](input: {
 	//   libraryName: string;
 	// }): Promise<unknown>

@@ -26,7 +26,7 @@ func FuzzType(f *testing.F) {
 		if !pretty && strings.ContainsAny(out, "\r\n") {
 			t.Fatalf("one-line form has a line break: %q", out)
 		}
-		sig := Signature([]string{"ns", "a-b"}, string(data), data, data, pretty)
+		sig := Signature([]string{"ns", "a-b"}, string(data), []string{"@destructive"}, data, data, pretty)
 		if !strings.HasPrefix(sig, "/**") && !strings.HasPrefix(sig, `tools.ns["a-b"](`) {
 			t.Fatalf("signature does not start with its path: %q", sig)
 		}

@@ -32,7 +32,7 @@ type sigCase struct {
 
 func (c goldenCase) render(pretty bool) string {
 	if c.sig != nil {
-		return Signature(c.sig.Path, c.sig.Description, c.sig.Input, c.sig.Output, pretty)
+		return Signature(c.sig.Path, c.sig.Description, nil, c.sig.Input, c.sig.Output, pretty)
 	}
 	return Type(c.schema, pretty)
 }

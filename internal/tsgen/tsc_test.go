@@ -217,7 +217,11 @@ func stressFile(t *testing.T) *tsFile {
 			out := g.document()
 			path := g.path()
 			for _, pretty := range []bool{false, true} {
-				sig := Signature(path, g.pick(genDocs), doc, out, pretty)
+				var tags []string
+				if i%8 == 0 { // tags must not upset tsc either
+					tags = []string{"@destructive", "@idempotent", "@openworld"}
+				}
+				sig := Signature(path, g.pick(genDocs), tags, doc, out, pretty)
 				f.addSignature(t, origin, path, sig)
 			}
 		}

@@ -48,11 +48,16 @@ func Type(schema json.RawMessage, pretty bool) string {
 // An absent input schema gives input?: Record<string, unknown>, and an
 // object input whose properties are all optional makes input optional. An
 // absent output schema gives Promise<unknown>. The pretty form puts the
-// description in a JSDoc comment above the signature.
-func Signature(path []string, description string, in, out json.RawMessage, pretty bool) string {
+// description in a JSDoc comment above the signature, followed by tags
+// (such as "@readonly"), each on a line of its own.
+func Signature(path []string, description string, tags []string, in, out json.RawMessage, pretty bool) string {
 	var b strings.Builder
 	if pretty {
-		writeDoc(&b, docText(description), 0)
+		doc := docText(description)
+		if len(tags) > 0 && len(doc) > 0 {
+			doc = append(doc, "")
+		}
+		writeDoc(&b, append(doc, tags...), 0)
 	}
 	b.WriteString(AccessPath(path))
 	b.WriteString("(")

@@ -44,8 +44,8 @@ func TestGeneratedSchemasKeepShape(t *testing.T) {
 		if again := Type(doc, true); again != pretty {
 			t.Fatalf("%s: rendering is not deterministic", origin)
 		}
-		sig := Signature(g.path(), g.pick(genDocs), doc, doc, true)
-		checkShape(t, origin, Signature([]string{"a"}, "", doc, doc, false), sig)
+		sig := Signature(g.path(), g.pick(genDocs), nil, doc, doc, true)
+		checkShape(t, origin, Signature([]string{"a"}, "", nil, doc, doc, false), sig)
 	}
 }
 
@@ -74,7 +74,7 @@ func TestMalformedInput(t *testing.T) {
 		}
 	}
 	want := "tools.a(input?: Record<string, unknown>): Promise<unknown>"
-	if got := Signature([]string{"a"}, "", []byte("{bad"), []byte("{bad"), false); got != want {
+	if got := Signature([]string{"a"}, "", nil, []byte("{bad"), []byte("{bad"), false); got != want {
 		t.Errorf("Signature with malformed schemas = %q, want %q", got, want)
 	}
 }

@@ -112,6 +112,8 @@ func Tools() codemode.Tools {
 	if err != nil {
 		panic(err)
 	}
+	list.Annotations = &codemode.Annotations{ReadOnly: true}
+	get.Annotations = &codemode.Annotations{ReadOnly: true}
 	return codemode.Tools{"shop": codemode.Tools{"listOrders": list, "getCustomer": get, "refundOrder": refund}}
 }
 
