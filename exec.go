@@ -28,7 +28,11 @@ type execution struct {
 	// call ids to their audit index.
 	hold     bool
 	held     map[int]int
-	deadline time.Time // zero without a Timeout
+	asks     map[int]string // by audit index: the question of a held call
+	deadline time.Time      // zero without a Timeout
+	// ctx is the run's; runID and session identify it to policies.
+	ctx            context.Context
+	runID, session string
 
 	mu       sync.Mutex
 	calls    []ToolCall
@@ -101,7 +105,7 @@ func (rt *Runtime) start(ctx context.Context, code string, hold bool) (ex *execu
 	if src.prog != nil {
 		program = src.prog.Script
 	}
-	ex = rt.newExecution(src, rt.limits(), hold)
+	ex = rt.newExecution(ctx, src, rt.limits(), hold)
 	ex.deadline = deadline
 	req := ex.request(deadline)
 	req.Program, req.Fallback = program, src.fallback
@@ -111,10 +115,14 @@ func (rt *Runtime) start(ctx context.Context, code string, hold bool) (ex *execu
 	return ex, sr, nil, nil
 }
 
-func (rt *Runtime) newExecution(src *source, lim limits, hold bool) *execution {
-	ex := &execution{rt: rt, limiter: newFIFO(rt.opts.MaxConcurrency), src: src, lim: lim, hold: hold}
+func (rt *Runtime) newExecution(ctx context.Context, src *source, lim limits, hold bool) *execution {
+	ex := &execution{rt: rt, limiter: newFIFO(rt.opts.MaxConcurrency), src: src, lim: lim, hold: hold,
+		ctx: ctx, session: sessionOf(ctx)}
 	if hold {
-		ex.held = map[int]int{}
+		ex.held, ex.asks = map[int]int{}, map[int]string{}
+	}
+	if hold || rt.opts.Policy != nil {
+		ex.runID = newRunID()
 	}
 	return ex
 }
@@ -280,18 +288,106 @@ func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
 	if !ex.frozen {
 		ex.calls = append(ex.calls, ToolCall{Name: name})
 	}
-	if ex.hold && !builtin {
+	ex.mu.Unlock()
+	input := c.Input
+	d := Decision{Verdict: Allow}
+	var req CallRequest
+	if !builtin {
+		req = CallRequest{Name: name, Path: c.Path, Input: input, Annotations: entry.tool.Annotations, Index: index,
+			RunID: ex.runID, Session: ex.session, Source: CallSource}
+		switch {
+		case ex.rt.opts.Policy != nil:
+			d = ex.rt.decide(ex.ctx, req)
+		case ex.hold:
+			d.Verdict = Ask // without a policy, every call of a suspendable run waits
+		}
+	}
+	switch {
+	case d.Verdict == Deny:
+		ex.deny(index, len(input))
+		return nil, deniedError(c.Path, d.Reason)
+	case d.Verdict == Ask && ex.hold:
+		ex.mu.Lock()
 		ex.held[c.ID] = index
+		ex.asks[index] = d.Reason
 		ex.mu.Unlock()
 		return nil, sandbox.ErrHold
+	case d.Verdict == Ask:
+		// Options.Approve decides on the call's goroutine, so a person may
+		// take their time (within the run's); the call takes its place in
+		// the concurrency queue once approved.
+		return func(ctx context.Context) (json.RawMessage, error) {
+			defer ex.finished(len(input))
+			if a := ex.rt.approve(ctx, req, d.Reason); a.Verdict != Allow {
+				ex.deny(index, 0)
+				return nil, deniedError(c.Path, a.Reason)
+			}
+			return ex.perform(ctx, ex.limiter.enqueue(), index, name, input, run, output)
+		}, nil
 	}
-	ex.mu.Unlock()
 	slot := ex.limiter.enqueue()
-	input := c.Input
 	return func(ctx context.Context) (json.RawMessage, error) {
 		defer ex.finished(len(input))
 		return ex.perform(ctx, slot, index, name, input, run, output)
 	}, nil
+}
+
+// deny records a call the policy refused; inputBytes leave the pending
+// counts (zero when the call's work does that itself).
+func (ex *execution) deny(index, inputBytes int) {
+	ex.mu.Lock()
+	if index < len(ex.calls) {
+		ex.calls[index].Outcome = OutcomeDenied
+	}
+	if inputBytes > 0 {
+		ex.pending--
+		ex.pendingBytes -= inputBytes
+	}
+	ex.mu.Unlock()
+}
+
+// deniedError is what the program sees of a denied call.
+func deniedError(path []string, reason string) error {
+	msg := jsPath(path) + " was denied"
+	if reason != "" {
+		msg += ": " + reason
+	}
+	return &sandbox.CallError{Kind: string(ToolFailure), Message: msg}
+}
+
+// decide asks the policy, turning a panic into a denial.
+func (rt *Runtime) decide(ctx context.Context, req CallRequest) (d Decision) {
+	defer func() {
+		if p := recover(); p != nil {
+			d = Decision{Verdict: Deny, Reason: "the host's policy failed"}
+		}
+	}()
+	d = rt.opts.Policy(ctx, req)
+	if d.Verdict != Allow && d.Verdict != Deny && d.Verdict != Ask {
+		d = Decision{Verdict: Deny, Reason: "the host's policy gave no verdict"}
+	}
+	return d
+}
+
+// approve asks Options.Approve about a call the policy asked for; without
+// it, nobody can approve, and the call is denied.
+func (rt *Runtime) approve(ctx context.Context, req CallRequest, question string) (d Decision) {
+	if rt.opts.Approve == nil {
+		return Decision{Verdict: Deny, Reason: "it needs approval, and nobody can approve it here"}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			d = Decision{Verdict: Deny, Reason: "the approval failed"}
+		}
+	}()
+	d = rt.opts.Approve(ctx, req, question)
+	if ctx.Err() != nil {
+		return Decision{Verdict: Deny, Reason: "the run ended before an answer came"}
+	}
+	if d.Verdict != Allow && d.Reason == "" {
+		d.Reason = "not approved"
+	}
+	return d
 }
 
 // finished retires a call from the pending counts.

@@ -54,6 +54,26 @@ type Options struct {
 	OnToolCallStart func(ctx context.Context, call ToolCallStart)
 	OnToolCallEnd   func(ctx context.Context, call ToolCallEnd)
 
+	// Policy, when set, decides about every call of a host tool before it
+	// runs: Allow, Deny (the program gets a ToolError with the reason and
+	// the audit says "denied") or Ask. It is called on the run's goroutine,
+	// in call order, with the run's context, so it must be quick: a policy
+	// that needs to consult someone answers Ask. Rules.Policy makes one
+	// from declared rules. A panic denies the call.
+	//
+	// In a suspendable run (ExecuteSuspendable, Resume), calls the policy
+	// allows run at once, and those it asks about wait as pending calls
+	// (PendingCall.Reason is the question) for as long as the decision
+	// takes; without a Policy every call waits. In Execute, Approve
+	// answers Ask.
+	Policy func(ctx context.Context, call CallRequest) Decision
+
+	// Approve answers the calls Policy asks about in Execute, on the
+	// call's goroutine: it may block (the run's Timeout still runs, and
+	// ctx ends with the run). Anything but Allow denies the call, with the
+	// decision's reason. Nil denies every such call.
+	Approve func(ctx context.Context, call CallRequest, question string) Decision
+
 	// CatalogBudget is the estimated tokens (characters / 4) of tool
 	// signatures that Instructions inlines; the tools that do not fit are
 	// found with tools.$codemode.search. Zero means 2,000; a negative value
@@ -153,6 +173,9 @@ const (
 	// OutcomeCancelled: the run ended, or the call lost a Promise.race,
 	// first.
 	OutcomeCancelled Outcome = "cancelled"
+	// OutcomeDenied: the host's policy (or the person it asked) refused
+	// the call; it never ran.
+	OutcomeDenied Outcome = "denied"
 	// OutcomePending: the call waits for its result in a suspended run
 	// (see Runtime.ExecuteSuspendable); only a suspended run's audit has
 	// it.

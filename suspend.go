@@ -59,6 +59,9 @@ type PendingCall struct {
 	Name  string          `json:"name"`
 	Path  []string        `json:"path"`
 	Input json.RawMessage `json:"input"`
+	// Reason is the policy's question when it asked about the call (see
+	// Options.Policy); empty when the run holds every call.
+	Reason string `json:"reason,omitempty"`
 }
 
 // CallResult is the result of a pending call, delivered by
@@ -116,10 +119,11 @@ type stateHeader struct {
 
 // heldEntry links a sandbox call to its audit entry.
 type heldEntry struct {
-	Seq   int             `json:"seq"`   // sandbox call id
-	Index int             `json:"index"` // audit index, PendingCall.ID
-	Path  []string        `json:"path"`
-	Input json.RawMessage `json:"input"`
+	Seq    int             `json:"seq"`   // sandbox call id
+	Index  int             `json:"index"` // audit index, PendingCall.ID
+	Path   []string        `json:"path"`
+	Input  json.RawMessage `json:"input"`
+	Reason string          `json:"reason,omitempty"` // the policy's question
 }
 
 const stateMagic = "CMSTATE1"
@@ -156,7 +160,7 @@ func (rt *Runtime) ExecuteSuspendable(ctx context.Context, code string) (Result,
 	if early != nil {
 		return tel.end(*early, nil, rt.interruption(ctx, runCtx, err))
 	}
-	h := stateHeader{RunID: newRunID(), Code: code}
+	h := stateHeader{RunID: ex.runID, Code: code}
 	if ex.src.prog != nil {
 		h.Transformed = ex.src.prog.Transformed
 	}
@@ -235,10 +239,12 @@ func (rt *Runtime) resume(ctx, runCtx context.Context, h *stateHeader, inner []b
 	if !h.Transformed {
 		src.prog = typescript.Wrap(h.Code)
 	}
-	ex := rt.newExecution(src, h.Limits, true)
+	ex := rt.newExecution(runCtx, src, h.Limits, true)
+	ex.runID = h.RunID
 	ex.calls, ex.admitted = h.Calls, h.Admitted
 	for _, e := range h.Held {
 		ex.held[e.Seq] = e.Index
+		ex.asks[e.Index] = e.Reason
 		if !delivered[e.Index] {
 			ex.pending++
 			ex.pendingBytes += len(e.Input)
@@ -344,7 +350,7 @@ func (rt *Runtime) step(ctx, runCtx context.Context, ex *execution, sr sandbox.R
 		if !ok {
 			return Result{ToolCalls: h.Calls}, nil, fmt.Errorf("codemode: internal error: held call %d has no audit entry", c.ID)
 		}
-		h.Held = append(h.Held, heldEntry{Seq: c.ID, Index: index, Path: c.Path, Input: c.Input})
+		h.Held = append(h.Held, heldEntry{Seq: c.ID, Index: index, Path: c.Path, Input: c.Input, Reason: ex.asks[index]})
 	}
 	state, err := rt.sealState(&h, sr.Suspended.State)
 	if err != nil {
@@ -364,7 +370,7 @@ func suspended(h *stateHeader, state []byte) *Suspended {
 		s.Deadline = time.Unix(0, h.SuspendedAt).Add(h.Remaining)
 	}
 	for _, e := range h.Held {
-		s.Pending = append(s.Pending, PendingCall{ID: e.Index, Name: h.Calls[e.Index].Name, Path: e.Path, Input: e.Input})
+		s.Pending = append(s.Pending, PendingCall{ID: e.Index, Name: h.Calls[e.Index].Name, Path: e.Path, Input: e.Input, Reason: e.Reason})
 	}
 	return s
 }
