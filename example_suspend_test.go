@@ -33,7 +33,7 @@ func ExampleRuntime_ExecuteSuspendable() {
 	rt, _ := codemode.New(opts)
 	_, s, err := rt.ExecuteSuspendable(context.Background(), `
 const results = await Promise.allSettled(["o-1", "o-2"].map((orderId) => tools.orders.refund({ orderId })))
-return results.map((r) => r.status === "fulfilled" ? r.value.status : "refused: " + r.reason.message)`)
+return results.map((r) => r.status === "fulfilled" ? r.value.status : r.reason.message)`)
 	if err != nil {
 		panic(err)
 	}
@@ -58,7 +58,7 @@ return results.map((r) => r.status === "fulfilled" ? r.value.status : "refused: 
 		if in.OrderID == "o-1" {
 			results = append(results, rt.Call(context.Background(), p)) // approved: make the call
 		} else {
-			results = append(results, codemode.CallResult{ID: p.ID, Err: codemode.ToolError("not approved")})
+			results = append(results, codemode.CallResult{ID: p.ID, Denied: "not approved"})
 		}
 	}
 	res, s, err := rt.Resume(context.Background(), state, results...)
@@ -69,5 +69,5 @@ return results.map((r) => r.status === "fulfilled" ? r.value.status : "refused: 
 	// Output:
 	// waiting for approval: orders.refund {"orderId":"o-1"}
 	// waiting for approval: orders.refund {"orderId":"o-2"}
-	// ["refunded","refused: not approved"]
+	// ["refunded","tools.orders.refund was denied: not approved"]
 }

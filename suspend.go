@@ -80,6 +80,10 @@ type CallResult struct {
 	Err error
 	// Duration is how long the call took, for the audit.
 	Duration time.Duration
+	// Denied, when not empty, refuses the call instead (someone said no):
+	// the program gets "<tool> was denied: <Denied>" as a ToolError, the
+	// audit says denied, and Output and Err are not used.
+	Denied string
 }
 
 // Errors of suspending and resuming runs. Resume returns them before any
@@ -291,6 +295,9 @@ func (ex *execution) delivery(e heldEntry, r CallResult) sandbox.Delivery {
 	outcome, path := OutcomeOK, jsPath(e.Path)
 	var oe *outputError
 	switch {
+	case r.Denied != "":
+		outcome = OutcomeDenied
+		d.Err = deniedError(e.Path, r.Denied)
 	case errors.As(r.Err, &oe):
 		outcome = OutcomeInvalidOutput
 		d.Err = &sandbox.CallError{Kind: string(InvalidToolOutput), Message: path + " returned " + oe.err.Error()}

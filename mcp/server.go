@@ -3,6 +3,7 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -91,6 +92,11 @@ type Server struct {
 	runsMu sync.Mutex
 	runs   map[string]map[*context.CancelFunc]struct{}
 
+	// keys for approvals: stateKey signs suspended runs, sealKey encrypts
+	// them for the client to carry (approval.go)
+	stateKey, sealKey [32]byte
+	bindings          sync.Map // weak *mcpsdk.ServerSession → its binding
+
 	// slots holds one token per run in flight when MaxRuns caps them; nil
 	// means no cap. A channel rather than a mutex: runs proceed in
 	// parallel up to the cap, and a waiter can give up when its context
@@ -118,6 +124,8 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		return nil, fmt.Errorf("mcp: MaxRuns %d is negative", opts.MaxRuns)
 	}
 	s := &Server{opts: opts, log: logger}
+	_, _ = rand.Read(s.stateKey[:])
+	_, _ = rand.Read(s.sealKey[:])
 	if opts.MaxRuns > 0 {
 		s.slots = make(chan struct{}, opts.MaxRuns)
 	}
@@ -272,6 +280,12 @@ func (s *Server) SetTools(tools codemode.Tools, unavailable ...Unavailable) erro
 	opts := s.opts.Runtime
 	opts.Tools = tools
 	opts.OnToolCallEnd = s.onToolCallEnd(opts.OnToolCallEnd)
+	if opts.Policy != nil && opts.Approve == nil {
+		opts.Approve = s.elicitApproval
+	}
+	if opts.Policy != nil && opts.StateKey == nil {
+		opts.StateKey = s.stateKey[:]
+	}
 	rt, err := codemode.New(opts)
 	if err != nil {
 		return err
@@ -421,7 +435,9 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 		}), nil
 	}
 	if req.Session != nil {
+		ctx = context.WithValue(ctx, sessionCtxKey{}, req.Session)
 		if id := req.Session.ID(); id != "" {
+			ctx = codemode.WithSession(ctx, id)
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithCancel(ctx)
 			defer cancel()
@@ -455,7 +471,21 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 	// A run can race SetTools retiring the runtime it picked; the retired
 	// one refuses new runs, so pick again.
 	for range 3 {
-		res, err = s.Runtime().Execute(ctx, code)
+		rt := s.Runtime()
+		if s.opts.Runtime.Policy != nil && req.Session != nil && supportsRoundTrips(req.Session) && supportsElicitation(req.Session) {
+			var input *mcpsdk.CallToolResult
+			res, input, err = s.roundTrip(ctx, rt, req, code)
+			if errors.Is(err, errApprovalState) {
+				return toolResult(codemode.Result{Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: err.Error()},
+					ToolCalls: []codemode.ToolCall{}}), nil
+			}
+			if input != nil {
+				s.log.Info("execute waits for the user's approval", "calls", len(input.InputRequests), "codeBytes", len(code))
+				return input, nil
+			}
+		} else {
+			res, err = rt.Execute(ctx, code)
+		}
 		if !errors.Is(err, codemode.ErrClosed) {
 			break
 		}

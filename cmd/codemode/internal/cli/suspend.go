@@ -265,7 +265,8 @@ tools the run had (--config, --openapi, --demo-tools): a run resumes only
 against the same tool tree.
 
 A pending call is answered by --run (the tool is called now), --deny (the
-program gets a ToolError with --deny-message), or a file DIR/results/ID.json
+program gets a ToolError, "<tool> was denied: <--deny-message>", and the
+audit says denied), or a file DIR/results/ID.json
 holding {"output": VALUE} or {"error": "message"}. Calls left unanswered
 stay pending. The calls and their inputs come from the authenticated state,
 not from DIR/pending, which is there to be read.
@@ -324,7 +325,7 @@ func resumeCmd(args []string, stdout, stderr io.Writer) int {
 	var run, deny idSet
 	fs.Var(&run, "run", "pending calls to make now: `ids` like 0,2, or all")
 	fs.Var(&deny, "deny", "pending calls to refuse: `ids` like 0,2, or all")
-	denyMessage := fs.String("deny-message", "the call was denied", "what the program's ToolError says for a denied call")
+	denyMessage := fs.String("deny-message", "not approved", "the reason a denied call's ToolError gives (\"<tool> was denied: <reason>\")")
 	rest, err := parseArgs(fs, args)
 	if err != nil {
 		return parseError(err)
@@ -437,7 +438,7 @@ func answer(ctx context.Context, rt *codemode.Runtime, dir string, p codemode.Pe
 	case run.has(p.ID):
 		return rt.Call(ctx, p), true, nil
 	case deny.has(p.ID):
-		return codemode.CallResult{ID: p.ID, Err: codemode.ToolError(denyMessage)}, true, nil
+		return codemode.CallResult{ID: p.ID, Denied: denyMessage}, true, nil
 	}
 	return codemode.CallResult{}, false, nil
 }

@@ -233,7 +233,7 @@ func TestApprovalAcrossProcesses(t *testing.T) {
 		t.Fatalf("last step: exit %d\n%s\n%s", code, out, errs)
 	}
 	m = decode(t, out)
-	want := `[{"orderId":"o-1001","refundedCents":4599,"status":"refunded"},{"orderId":"o-1003","refused":"over the refund limit"},{"orderId":"o-1004","refundedCents":30000,"status":"refunded by hand"}]`
+	want := `[{"orderId":"o-1001","refundedCents":4599,"status":"refunded"},{"orderId":"o-1003","refused":"tools.shop.refundOrder was denied: over the refund limit"},{"orderId":"o-1004","refundedCents":30000,"status":"refunded by hand"}]`
 	if v, _ := json.Marshal(m["value"]); string(v) != want {
 		t.Fatalf("value %s\nwant  %s", v, want)
 	}
@@ -241,7 +241,7 @@ func TestApprovalAcrossProcesses(t *testing.T) {
 	for _, c := range m["toolCalls"].([]any) {
 		outcomes = append(outcomes, c.(map[string]any)["outcome"].(string))
 	}
-	if strings.Join(outcomes, ",") != "ok,ok,error,ok" {
+	if strings.Join(outcomes, ",") != "ok,ok,denied,ok" {
 		t.Fatalf("audit %v", m["toolCalls"])
 	}
 	if code, _, errs = resume("--run", "all"); code != exitUsage || !strings.Contains(errs, "has ended") {

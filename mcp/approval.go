@@ -1,0 +1,211 @@
+package mcp
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"weak"
+
+	"github.com/codemode-go/codemode"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Approvals over MCP.
+//
+// When the runtime has a Policy, calls it asks about go to the client's
+// user. A client on a protocol version with multi round-trip requests
+// (SEP-2322) gets the question as the execute call's input requests: the
+// run is suspended meanwhile — no instance is held while the user thinks
+// — and its state travels in the request state, encrypted and bound to
+// the session, since it holds tool results the program has not chosen to
+// return. The client retries the call with the answers, and the run goes
+// on. An older client that supports elicitation is asked while the run
+// waits (elicitApproval); a client that supports neither gets those calls
+// denied, with a message saying why.
+
+// mrtrVersion is the first protocol version with multi round-trip
+// requests.
+const mrtrVersion = "2026-07-28"
+
+func supportsElicitation(ss *mcpsdk.ServerSession) bool {
+	p := ss.InitializeParams()
+	return p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil
+}
+
+func supportsRoundTrips(ss *mcpsdk.ServerSession) bool {
+	p := ss.InitializeParams()
+	return p != nil && p.ProtocolVersion >= mrtrVersion
+}
+
+// errApprovalState: a retried call's request state is not one this server
+// made for this session (it was changed, or the server restarted).
+var errApprovalState = errors.New("the approval state is not valid here (changed, from another session, or the server restarted): run the program again")
+
+// roundTrip runs a program whose asked calls are answered through input
+// requests: a retried call (with a request state) resumes the run with
+// the answers, a new one starts it. It returns the Result when the run
+// ended, or the input-required result when it waits for answers.
+func (s *Server) roundTrip(ctx context.Context, rt *codemode.Runtime, req *mcpsdk.CallToolRequest, code string) (codemode.Result, *mcpsdk.CallToolResult, error) {
+	ss := req.Session
+	var res codemode.Result
+	var susp *codemode.Suspended
+	var err error
+	if req.Params.RequestState == "" {
+		res, susp, err = rt.ExecuteSuspendable(ctx, code)
+	} else {
+		state, oerr := s.openRequestState(req.Params.RequestState, s.binding(ss))
+		if oerr != nil {
+			return codemode.Result{}, nil, oerr
+		}
+		pending, ierr := rt.Inspect(state)
+		if ierr != nil {
+			return codemode.Result{}, nil, errApprovalState
+		}
+		var results []codemode.CallResult
+		for _, p := range pending.Pending {
+			answer, ok := req.Params.InputResponses[strconv.Itoa(p.ID)].(*mcpsdk.ElicitResult)
+			switch {
+			case !ok:
+				continue // unanswered: asked again
+			case answer.Action == "accept" && answer.Content["approve"] == true:
+				results = append(results, rt.Call(ctx, p))
+			default:
+				results = append(results, codemode.CallResult{ID: p.ID, Denied: deniedReason(answer.Action)})
+			}
+		}
+		res, susp, err = rt.Resume(ctx, state, results...)
+	}
+	if err != nil || susp == nil {
+		return res, nil, err
+	}
+	sealed, err := s.sealRequestState(susp.State, s.binding(ss))
+	if err != nil {
+		return codemode.Result{}, nil, err
+	}
+	requests := mcpsdk.InputRequestMap{}
+	for _, p := range susp.Pending {
+		requests[strconv.Itoa(p.ID)] = approvalRequest(p.Reason, p.Name, p.Input)
+	}
+	return res, &mcpsdk.CallToolResult{InputRequests: requests, RequestState: sealed}, nil
+}
+
+// approvalRequest is the elicitation that asks the user about one call.
+func approvalRequest(question, tool string, input []byte) *mcpsdk.ElicitParams {
+	in := string(input)
+	if len(in) > 2000 {
+		in = in[:2000] + "…"
+	}
+	if question == "" {
+		question = "Allow " + tool + "?"
+	}
+	return &mcpsdk.ElicitParams{
+		Message: fmt.Sprintf("%s\n\nThe program calls %s with %s", question, tool, in),
+		RequestedSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"approve": map[string]any{"type": "boolean", "title": "Allow this call?"},
+			},
+			"required": []string{"approve"},
+		},
+	}
+}
+
+func deniedReason(action string) string {
+	switch action {
+	case "accept":
+		return "the user did not approve it"
+	case "decline":
+		return "the user declined it"
+	}
+	return "the user dismissed the request"
+}
+
+// elicitApproval is Options.Approve for clients without multi round-trip
+// requests: it asks the user while the run waits, or denies the call when
+// the client cannot ask.
+func (s *Server) elicitApproval(ctx context.Context, c codemode.CallRequest, question string) codemode.Decision {
+	ss, _ := ctx.Value(sessionCtxKey{}).(*mcpsdk.ServerSession)
+	if ss == nil {
+		return codemode.Decision{Verdict: codemode.Deny, Reason: "it needs a person's approval, and there is no client session to ask"}
+	}
+	if !supportsElicitation(ss) {
+		return codemode.Decision{Verdict: codemode.Deny,
+			Reason: "it needs the user's approval, and this MCP client cannot ask the user (it does not support elicitation)"}
+	}
+	res, err := ss.Elicit(ctx, approvalRequest(question, c.Name, c.Input))
+	switch {
+	case err != nil:
+		s.log.Warn("asking the user to approve a call failed", "tool", c.Name, "error", err)
+		return codemode.Decision{Verdict: codemode.Deny, Reason: "the request for the user's approval failed"}
+	case res.Action == "accept" && res.Content["approve"] == true:
+		return codemode.Decision{Verdict: codemode.Allow}
+	}
+	return codemode.Decision{Verdict: codemode.Deny, Reason: deniedReason(res.Action)}
+}
+
+type sessionCtxKey struct{}
+
+// binding names a session for the request states made in it: its id over
+// HTTP, else (stdio, in-memory) a random name of its own, forgotten when
+// the session is.
+func (s *Server) binding(ss *mcpsdk.ServerSession) string {
+	if id := ss.ID(); id != "" {
+		return "id:" + id
+	}
+	key := weak.Make(ss)
+	if v, ok := s.bindings.Load(key); ok {
+		return v.(string)
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	v, loaded := s.bindings.LoadOrStore(key, "conn:"+base64.RawURLEncoding.EncodeToString(b[:]))
+	if !loaded {
+		bindings := &s.bindings
+		runtime.AddCleanup(ss, func(k weak.Pointer[mcpsdk.ServerSession]) { bindings.Delete(k) }, key)
+	}
+	return v.(string)
+}
+
+// sealRequestState encrypts a run's state for the client to carry
+// (AES-256-GCM under the server's key, the session id as associated
+// data): the client learns nothing of it and cannot use it in another
+// session.
+func (s *Server) sealRequestState(state []byte, session string) (string, error) {
+	aead, err := s.stateCipher()
+	if err != nil {
+		return "", err
+	}
+	nonce := make([]byte, aead.NonceSize())
+	_, _ = rand.Read(nonce)
+	return base64.RawURLEncoding.EncodeToString(aead.Seal(nonce, nonce, state, []byte(session))), nil
+}
+
+func (s *Server) openRequestState(sealed, session string) ([]byte, error) {
+	aead, err := s.stateCipher()
+	if err != nil {
+		return nil, err
+	}
+	b, err := base64.RawURLEncoding.DecodeString(sealed)
+	if err != nil || len(b) < aead.NonceSize() {
+		return nil, errApprovalState
+	}
+	state, err := aead.Open(nil, b[:aead.NonceSize()], b[aead.NonceSize():], []byte(session))
+	if err != nil {
+		return nil, errApprovalState
+	}
+	return state, nil
+}
+
+func (s *Server) stateCipher() (cipher.AEAD, error) {
+	block, err := aes.NewCipher(s.sealKey[:])
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}
