@@ -97,7 +97,9 @@ calls, the run stops and DIR gets its state (authenticated with the key in
 --state-key-file) and one file per pending call, DIR/pending/ID.json. A
 person or a program decides, and codemode resume DIR continues the run, in
 a new process, hours later if need be. The state holds the program's data
-and the tools' results: keep DIR where those may be kept.
+and the tools' results: keep DIR where those may be kept. With --policy,
+only the calls it asks about wait; the calls it allows run at once.
+Without --suspend-dir, calls it asks about are denied (nobody can answer).
 `
 
 func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {

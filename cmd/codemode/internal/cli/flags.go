@@ -27,6 +27,8 @@ type runtimeFlags struct {
 	pretty         bool
 	cacheDir       string
 	noCache        bool
+	policy         string
+	rules          *codemode.Rules // parsed from policy by check
 }
 
 // registerEngine adds the engine cache flags: every command that builds
@@ -50,6 +52,13 @@ func (r *runtimeFlags) registerRun(fs *flag.FlagSet) {
 	r.maxMemory = codemode.DefaultMaxMemoryBytes
 	fs.Var(&r.maxMemory, "max-memory", "engine memory limit of one run, a `size` in bytes or with a unit: 67108864, 64MiB, 1GiB (1 MiB to 2 GiB)")
 	fs.IntVar(&r.maxConcurrency, "max-concurrency", codemode.DefaultMaxConcurrency, "tool calls of one run that execute at once")
+	r.registerPolicy(fs)
+}
+
+// registerPolicy adds --policy.
+func (r *runtimeFlags) registerPolicy(fs *flag.FlagSet) {
+	fs.StringVar(&r.policy, "policy", "", "allow, deny or ask about each tool call by its annotations and name: `RULES` like "+
+		"readonly=allow,destructive=deny,default=ask,orders.refund=ask (classes not given allow; empty = allow all)")
 }
 
 // registerCatalog adds what shapes the instructions' catalog.
@@ -66,6 +75,13 @@ func (r *runtimeFlags) registerPretty(fs *flag.FlagSet) {
 func (r *runtimeFlags) check() error {
 	if m := int64(r.maxMemory); m != 0 && (m < 1<<20 || m > 2<<30) {
 		return fmt.Errorf("--max-memory %s is outside 1 MiB to 2 GiB", humanBytes(m))
+	}
+	if r.policy != "" {
+		rules, err := codemode.ParseRules(r.policy)
+		if err != nil {
+			return fmt.Errorf("--policy: %w", err)
+		}
+		r.rules = &rules
 	}
 	return nil
 }
@@ -84,6 +100,9 @@ func (r *runtimeFlags) options(tools codemode.Tools) codemode.Options {
 	}
 	if !r.noCache {
 		o.CacheDir = r.cacheDir
+	}
+	if r.rules != nil {
+		o.Policy = r.rules.Policy()
 	}
 	return o
 }

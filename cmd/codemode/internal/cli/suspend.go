@@ -164,9 +164,10 @@ func settle(dir, cmd string, res codemode.Result, s *codemode.Suspended, err err
 		return exitFailure
 	}
 	type pendingOut struct {
-		ID    int             `json:"id"`
-		Name  string          `json:"name"`
-		Input json.RawMessage `json:"input"`
+		ID     int             `json:"id"`
+		Name   string          `json:"name"`
+		Input  json.RawMessage `json:"input"`
+		Reason string          `json:"reason,omitempty"`
 	}
 	out := struct {
 		Suspended  bool         `json:"suspended"`
@@ -179,7 +180,7 @@ func settle(dir, cmd string, res codemode.Result, s *codemode.Suspended, err err
 	}{true, s.RunID, s.Step, dir, len(s.State), []pendingOut{}, res.ToolCalls}
 	var ids []string
 	for _, p := range s.Pending {
-		out.Pending = append(out.Pending, pendingOut{p.ID, p.Name, p.Input})
+		out.Pending = append(out.Pending, pendingOut{p.ID, p.Name, p.Input, p.Reason})
 		ids = append(ids, strconv.Itoa(p.ID))
 	}
 	if err := writeJSON(stdout, out, pretty); err != nil {
@@ -262,7 +263,8 @@ Continues the run suspended in DIR (by codemode run --suspend-dir DIR) in
 this process: it answers pending calls, runs the program until it ends or
 waits again, and prints the Result (or the new pending calls). Give the
 tools the run had (--config, --openapi, --demo-tools): a run resumes only
-against the same tool tree.
+against the same tool tree. Give the --policy it had, too: it decides the
+calls the program makes from here on.
 
 A pending call is answered by --run (the tool is called now), --deny (the
 program gets a ToolError, "<tool> was denied: <--deny-message>", and the
@@ -318,6 +320,7 @@ func resumeCmd(args []string, stdout, stderr io.Writer) int {
 	var rf runtimeFlags
 	rf.registerPretty(fs)
 	rf.registerEngine(fs)
+	rf.registerPolicy(fs)
 	var sf sourceFlags
 	sf.register(fs, true, "warn")
 	var sfl suspendFlags
@@ -333,6 +336,10 @@ func resumeCmd(args []string, stdout, stderr io.Writer) int {
 	if len(rest) != 1 {
 		fmt.Fprintln(stderr, "codemode resume: want exactly one DIR")
 		fs.Usage()
+		return exitUsage
+	}
+	if err := rf.check(); err != nil {
+		fmt.Fprintf(stderr, "codemode resume: %v\n", err)
 		return exitUsage
 	}
 	dir := rest[0]

@@ -253,6 +253,35 @@ func TestApprovalAcrossProcesses(t *testing.T) {
 	}
 }
 
+// TestPolicyWithSuspendDir: with --policy only the asked calls wait; the
+// reads run at once, and resume keeps applying the policy.
+func TestPolicyWithSuspendDir(t *testing.T) {
+	cache := t.TempDir()
+	key := filepath.Join(t.TempDir(), "key")
+	dir := filepath.Join(t.TempDir(), "refunds")
+	common := []string{"--demo-tools", "--cache-dir", cache, "--state-key-file", key, "--policy", "readonly=allow,default=ask"}
+	code, out, errs := codemodeProcess(t, refundProgram, append(append([]string{"run"}, common...), "--suspend-dir", dir, "-")...)
+	if code != exitSuspended {
+		t.Fatalf("run: exit %d\n%s", code, errs)
+	}
+	pending := decode(t, out)["pending"].([]any)
+	first := pending[0].(map[string]any)
+	if len(pending) != 1 || first["name"] != "shop.refundOrder" || first["reason"] != "allow shop.refundOrder?" {
+		t.Fatalf("pending %v", pending)
+	}
+	steps := 0
+	for code == exitSuspended {
+		if steps++; steps > 5 {
+			t.Fatal("too many steps")
+		}
+		code, out, errs = codemodeProcess(t, "", append(append([]string{"resume"}, common...), "--run", "all", dir)...)
+	}
+	m := decode(t, out)
+	if code != exitOK || len(m["toolCalls"].([]any)) != 4 || steps != 3 {
+		t.Fatalf("exit %d after %d steps\n%s\n%s", code, steps, out, errs)
+	}
+}
+
 func TestStateKeyFile(t *testing.T) {
 	dir := t.TempDir()
 	s := suspendFlags{keyFile: filepath.Join(dir, "sub", "key")}
