@@ -27,6 +27,8 @@ type Runtime struct {
 	sumOnce sync.Once
 	sum     string // treeSum
 
+	cellTab cellTable
+
 	// closing ends every run when Close is called.
 	closing context.Context
 	close   context.CancelFunc
@@ -90,7 +92,7 @@ func (rt *Runtime) Execute(ctx context.Context, code string) (Result, error) {
 		return res, err
 	}
 	defer done()
-	res, err := rt.execute(runCtx, code)
+	res, err := rt.execute(runCtx, code, nil)
 	err = rt.interruption(ctx, runCtx, err)
 	if tel != nil {
 		tel.end(res, err)

@@ -868,15 +868,20 @@ func (r *run) loadURL(in *quickjs.Instance) error {
 
 func (r *run) log(level, text string) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	// Once a line is dropped, every later one is too, so the kept lines
 	// are always a prefix of the output.
 	if r.res.LogsDropped > 0 || r.logBytes+len(text)+1 > r.req.MaxLogBytes {
 		r.res.LogsDropped++
+		r.mu.Unlock()
 		return
 	}
 	r.logBytes += len(text) + 1
-	r.res.Logs = append(r.res.Logs, Log{Level: level, Text: text})
+	l := Log{Level: level, Text: text}
+	r.res.Logs = append(r.res.Logs, l)
+	r.mu.Unlock()
+	if r.req.OnLog != nil {
+		r.req.OnLog(l)
+	}
 }
 
 // How startCall left a call.

@@ -209,6 +209,10 @@ type Request struct {
 	// Result.LogsDropped counts them. Zero means DefaultMaxLogBytes.
 	MaxLogBytes int
 
+	// OnLog, when set, is called with each console line the run keeps, as
+	// it is written, on the run's goroutine: it must not block.
+	OnLog func(Log)
+
 	// Suspend lets Admit hold calls (by returning ErrHold): a held call's
 	// work is not run; when the program has nothing left to do but wait
 	// for held calls, the run stops and Result.Suspended records it, for
