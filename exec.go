@@ -95,6 +95,11 @@ func (rt *Runtime) start(ctx context.Context, code string, hold bool, onLog func
 	if e := typescript.Check(code); e != nil {
 		return nil, sr, &Result{Error: compileDiagnostic(code, e), ToolCalls: []ToolCall{}}, nil
 	}
+	pragma, perr := ParsePragma(code)
+	if perr != nil {
+		return nil, sr, &Result{Error: &Diagnostic{Kind: ParseError, Message: "the @exec pragma: " + perr.Error(),
+			Location: &Location{Line: pragmaLine(code), Column: 1}}, ToolCalls: []ToolCall{}}, nil
+	}
 	// Plain JavaScript runs as written; only a program that does not
 	// compile that way (TypeScript, or a syntax error) goes through
 	// esbuild, whose syntax errors and positions are the ones reported.
@@ -105,7 +110,11 @@ func (rt *Runtime) start(ctx context.Context, code string, hold bool, onLog func
 	if src.prog != nil {
 		program = src.prog.Script
 	}
-	ex = rt.newExecution(ctx, src, rt.limits(), hold)
+	lim := rt.limits()
+	if n := pragma.OutputBytes; n > 0 && (lim.MaxOutputBytes == 0 || n < lim.MaxOutputBytes) {
+		lim.MaxOutputBytes = n // a program may lower its budget, never raise it
+	}
+	ex = rt.newExecution(ctx, src, lim, hold)
 	ex.deadline = deadline
 	req := ex.request(deadline)
 	req.Program, req.Fallback = program, src.fallback
