@@ -59,6 +59,15 @@ type cell struct {
 	wakeups  atomic.Int64  // how often a Wait woke up, for tests
 }
 
+// CellOption configures Start.
+type CellOption func(*cellOptions)
+
+type cellOptions struct{ onEnd func() }
+
+// OnCellEnd has f called when the cell's run has ended (before its Result
+// is collected): a host that counts runs in flight releases its count.
+func OnCellEnd(f func()) CellOption { return func(o *cellOptions) { o.onEnd = f } }
+
 type cellTable struct {
 	mu    sync.Mutex
 	cells map[string]*cell
@@ -71,7 +80,11 @@ type cellTable struct {
 // ctx's values (the session, a trace) but not its end. It returns the
 // cell's id, ErrTooManyCells when ctx's session (WithSession) has
 // MaxCellsPerSession cells already, or ErrClosed.
-func (rt *Runtime) Start(ctx context.Context, code string) (string, error) {
+func (rt *Runtime) Start(ctx context.Context, code string, opts ...CellOption) (string, error) {
+	var co cellOptions
+	for _, o := range opts {
+		o(&co)
+	}
 	if rt.isClosed() {
 		return "", ErrClosed
 	}
@@ -96,6 +109,9 @@ func (rt *Runtime) Start(ctx context.Context, code string) (string, error) {
 	started := make(chan struct{})
 	go func() {
 		defer cancel()
+		if co.onEnd != nil {
+			defer co.onEnd()
+		}
 		res, err := rt.executeLogged(runCtx, code, started, func(line string) { c.print(line, rt.opts.CellYieldBytes) })
 		c.mu.Lock()
 		c.done, c.res, c.err = true, res, err

@@ -59,6 +59,15 @@ type ServerOptions struct {
 	// counts only POSTs. Zero means DefaultSessionIdleTimeout; negative
 	// means sessions never expire.
 	SessionIdleTimeout time.Duration
+
+	// Cells lets a run outlive its execute call: execute takes a yieldMs
+	// argument (or the program's "// @exec: yield=..." pragma), and a run
+	// still going after that long answers with a cell id and the logs so
+	// far; a second tool, wait, collects more output and the Result. Off
+	// by default: the second tool costs every model its description, and
+	// most runs end within one call (RATIONALE.md, "Why is wait a tool of
+	// its own, and off by default?").
+	Cells bool
 }
 
 // Defaults for zero ServerOptions fields. Every open session costs memory
@@ -136,6 +145,9 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		// resources, so it does not advertise them.
 		Capabilities: &mcpsdk.ServerCapabilities{Tools: &mcpsdk.ToolCapabilities{ListChanged: true}},
 	})
+	if opts.Cells {
+		s.mcp.AddTool(waitToolDef(), s.wait)
+	}
 	if err := s.SetTools(opts.Runtime.Tools); err != nil {
 		return nil, err
 	}
@@ -291,6 +303,9 @@ func (s *Server) SetTools(tools codemode.Tools, unavailable ...Unavailable) erro
 		return err
 	}
 	desc := ExecuteDescription(rt, unavailable...)
+	if s.opts.Cells {
+		desc += cellsDescription
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -321,7 +336,11 @@ func (s *Server) SetTools(tools codemode.Tools, unavailable ...Unavailable) erro
 	}
 	if changed {
 		// Replacing the tool notifies sessions with tools/list_changed.
-		s.mcp.AddTool(executeToolDef(desc), s.execute)
+		def := executeToolDef(desc)
+		if s.opts.Cells {
+			def.InputSchema = executeCellInputSchema
+		}
+		s.mcp.AddTool(def, s.execute)
 	}
 	return nil
 }
@@ -410,7 +429,7 @@ var executeOutputSchema = json.RawMessage(`{
     },
     "logs": {"type": "array", "items": {"type": "string"}, "description": "The console lines."},
     "truncated": {"type": "boolean", "description": "The output limit cut the value or the logs."},
-    "toolCalls": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}, "outcome": {"type": "string", "enum": ["ok", "error", "invalid-output", "cancelled"]}, "durationMs": {"type": "integer"}}, "required": ["name"]}, "description": "The tool calls made, in order, with how each ended and how long it took."}
+    "toolCalls": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}, "outcome": {"type": "string", "enum": ["ok", "error", "invalid-output", "cancelled", "denied", "pending"]}, "durationMs": {"type": "integer"}}, "required": ["name"]}, "description": "The tool calls made, in order, with how each ended and how long it took."}
   },
   "required": ["ok", "toolCalls"]
 }`)
@@ -447,9 +466,12 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 		ctx = context.WithValue(ctx, progressKey{}, &progress{session: req.Session, token: tok})
 	}
+	var release func()
 	if s.slots != nil {
 		// After track, so that ending the session also ends the wait.
-		release, waited, ok := s.acquireRun(ctx)
+		var waited time.Duration
+		var ok bool
+		release, waited, ok = s.acquireRun(ctx)
 		if !ok {
 			s.log.Warn("execute refused: its request ended while it waited for a run slot",
 				"maxRuns", cap(s.slots), "waited", waited.Round(time.Millisecond), "codeBytes", len(code))
@@ -460,7 +482,11 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 				ToolCalls: []codemode.ToolCall{},
 			}), nil
 		}
-		defer release()
+		defer func() {
+			if release != nil {
+				release()
+			}
+		}()
 		if waited > 0 {
 			s.log.Debug("execute waited for a run slot", "waited", waited.Round(time.Millisecond))
 		}
@@ -482,6 +508,12 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 			if input != nil {
 				s.log.Info("execute waits for the user's approval", "calls", len(input.InputRequests), "codeBytes", len(code))
 				return input, nil
+			}
+		} else if s.opts.Cells {
+			var running *mcpsdk.CallToolResult
+			res, running, err = s.startCell(ctx, rt, req.Params.Arguments, code, &release)
+			if running != nil {
+				return running, nil
 			}
 		} else {
 			res, err = rt.Execute(ctx, code)

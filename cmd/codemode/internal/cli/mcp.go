@@ -76,6 +76,7 @@ type mcpFlags struct {
 	httpTokenEnv    string
 	httpMaxSessions int
 	httpIdleTimeout duration
+	cells           bool
 }
 
 // defaultMaxRuns is --max-runs' default: runs are mostly CPU-bound while
@@ -97,6 +98,7 @@ func (f *mcpFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.httpMaxSessions, "http-max-sessions", mcp.DefaultMaxSessions, "most HTTP sessions open at once; more are refused with 503 (0 = no limit)")
 	f.httpIdleTimeout = duration(mcp.DefaultSessionIdleTimeout)
 	fs.Var(&f.httpIdleTimeout, "http-idle-timeout", "close an HTTP session after this long without a request, a `duration` (0 = never)")
+	fs.BoolVar(&f.cells, "cells", false, "let runs outlive their execute call: execute takes yieldMs, and a wait tool collects the rest")
 }
 
 // httpSettings checks the HTTP flags together and returns the bearer
@@ -193,6 +195,7 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		MaxRuns:            f.maxRuns,
 		MaxSessions:        noneIfZero(f.httpMaxSessions),
 		SessionIdleTimeout: noneIfZero(time.Duration(f.httpIdleTimeout)),
+		Cells:              f.cells,
 	})
 	if err == nil {
 		err = srv.SetTools(src.tools(), src.unavailable()...)

@@ -1,0 +1,115 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codemode-go/codemode"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func pager() codemode.Tools {
+	return codemode.Tools{"pages": codemode.Tools{"get": codemode.Tool{Run: func(ctx context.Context, in json.RawMessage) (any, error) {
+		select {
+		case <-time.After(20 * time.Millisecond):
+			return map[string]int{"items": 2}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}}}}
+}
+
+const pagerProgram = `let n = 0
+for (let i = 1; i <= 30; i++) { n += (await tools.pages.get({ i })).items; console.log("page " + i) }
+return n`
+
+// TestServerCells: execute answers after its yield time with a cell id
+// while the program goes on; wait collects the rest, then the Result.
+func TestServerCells(t *testing.T) {
+	srv, err := NewServer(ServerOptions{Runtime: codemode.Options{Tools: pager(), Timeout: 20 * time.Second, CellYieldBytes: 1 << 20}, Cells: true, MaxRuns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	cs := clientFor(t, srv, nil)
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil || len(tools.Tools) != 2 {
+		t.Fatalf("tools: %v %v", tools, err)
+	}
+	_, sc := callExecute(t, cs, map[string]any{"code": pagerProgram, "yieldMs": 150})
+	id, _ := sc["cellId"].(string)
+	if sc["running"] != true || id == "" {
+		t.Fatalf("first answer: %v", sc)
+	}
+	seen := len(sc["logs"].([]any))
+	if seen == 0 || seen >= 30 {
+		t.Fatalf("the first answer has %d of 30 lines", seen)
+	}
+	// With the one run slot held by the cell, another program waits.
+	done := make(chan map[string]any, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: ExecuteTool, Arguments: map[string]any{"code": "return 7"}})
+		if err != nil {
+			done <- map[string]any{"error": err.Error()}
+			return
+		}
+		done <- structured(t, res)
+	}()
+	select {
+	case m := <-done:
+		t.Fatalf("a second program ran while the cell held the only slot: %v", m)
+	case <-time.After(100 * time.Millisecond):
+	}
+	for i := 0; ; i++ {
+		if i > 50 {
+			t.Fatal("the cell never ended")
+		}
+		res, err := cs.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: WaitTool, Arguments: map[string]any{"cellId": id, "timeoutMs": 200}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc = structured(t, res)
+		seen += len(sc["logs"].([]any))
+		if sc["running"] != true {
+			break
+		}
+	}
+	if sc["ok"] != true || sc["value"] != 60.0 || seen != 30 {
+		t.Fatalf("final answer %v after %d lines", sc, seen)
+	}
+	select {
+	case m := <-done:
+		if m["value"] != 7.0 {
+			t.Fatalf("second program: %v", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slot was not given back when the cell ended")
+	}
+	res, err := cs.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: WaitTool, Arguments: map[string]any{"cellId": id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := structured(t, res); !strings.Contains(sc["error"].(map[string]any)["message"].(string), "collected already") {
+		t.Fatalf("wait for a collected cell: %v", sc)
+	}
+	// A program that ends within its yield answers as before.
+	_, sc = callExecute(t, cs, map[string]any{"code": "// @exec: yield=5s\nreturn 1"})
+	if sc["ok"] != true || sc["running"] != nil {
+		t.Fatalf("quick program: %v", sc)
+	}
+}
+
+func TestServerWithoutCellsHasNoWaitTool(t *testing.T) {
+	srv := newServer(t, pager(), codemode.Options{})
+	cs := clientFor(t, srv, nil)
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil || len(tools.Tools) != 1 {
+		t.Fatalf("tools: %v %v", tools, err)
+	}
+	if d := tools.Tools[0].Description; strings.Contains(d, "yieldMs") {
+		t.Fatal("the description offers yieldMs without cells")
+	}
+}
