@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -239,9 +240,11 @@ func outputBudget(max int) (int, bool) {
 // admit is called by the sandbox, in call order, for every tool call.
 func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
 	var entry *toolEntry
-	name := SearchNamespace + ".search"
-	builtin := len(c.Path) == 2 && c.Path[0] == SearchNamespace && c.Path[1] == "search"
-	if !builtin {
+	builtin := len(c.Path) == 2 && c.Path[0] == SearchNamespace && ex.rt.builtin(c.Path[1])
+	name := ""
+	if builtin {
+		name = SearchNamespace + "." + c.Path[1]
+	} else {
 		key := c.Key
 		if key == "" {
 			key = pathKey(c.Path)
@@ -267,12 +270,15 @@ func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
 
 	var run func(ctx context.Context, input json.RawMessage) (any, error)
 	var output *jsonschema.Resolved
-	if builtin {
+	switch {
+	case builtin && c.Path[1] == "search":
 		if err := validateSearch(c.Input); err != nil {
 			return nil, &sandbox.CallError{Kind: string(InvalidToolInput), Message: "input for " + jsPath(c.Path) + " is invalid: " + err.Error()}
 		}
 		run = ex.rt.searchTool
-	} else {
+	case builtin:
+		run = ex.rt.stateTool(c.Path[1], ex.session)
+	default:
 		if entry.resolved != nil {
 			var v any
 			if err := json.Unmarshal(c.Input, &v); err != nil {
@@ -342,6 +348,11 @@ func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
 		defer ex.finished(len(input))
 		return ex.perform(ctx, slot, index, name, input, run, output)
 	}, nil
+}
+
+// builtin reports whether name is a built-in tool of the Runtime.
+func (rt *Runtime) builtin(name string) bool {
+	return name == "search" || rt.opts.Store != nil && slices.Contains(stateTools, name)
 }
 
 // deny records a call the policy refused; inputBytes leave the pending

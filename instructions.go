@@ -35,6 +35,9 @@ func (rt *Runtime) Instructions() string {
 	w("- A result typed `unknown` can be anything: check its shape (`typeof`, `Array.isArray`, `in`) before reading fields.\n")
 	w("- `Object.keys(tools)` lists the namespaces and `Object.keys(tools.<namespace>)` the tools in one.\n")
 	w("- `tools.$codemode.search({ query?, namespace?, limit?, offset? })` returns `{ items: [{ path, description, signature }], remaining, next }`; when `next` is not null, call it again with `{ ...request, ...next }` for more.\n")
+	if rt.opts.Store != nil {
+		w("- State that outlives the run: `await tools.$codemode.store({ key, value })` keeps a JSON value for later runs (`value: null` deletes it), `(await tools.$codemode.load({ key })).value` reads it (null when absent), and `(await tools.$codemode.keys()).keys` lists the keys. Keep it small: each value at most %d bytes.\n", MaxStateValueBytes)
+	}
 	w("- A failed call rejects with a `ToolError` (`e.message`, `e.kind`, `e.tool`): catch it to recover, or let it fail the run. Await every call.\n")
 	if rt.annotated() {
 		w("- Tools tagged `@readonly` only read. Tools tagged `@destructive` delete or overwrite data, and tools with neither tag may change things too: call those only when the task asks for the change, never to explore. `@idempotent` tools can be retried safely; `@openworld` tools reach systems outside this one.\n")

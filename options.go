@@ -74,6 +74,12 @@ type Options struct {
 	// decision's reason. Nil denies every such call.
 	Approve func(ctx context.Context, call CallRequest, question string) Decision
 
+	// Store, when set, gives programs tools.$codemode.store, load and
+	// keys: JSON values kept for their session (WithSession) from one run
+	// to the next, each at most MaxStateValueBytes. NewMemoryStore is one
+	// in this process's memory; nil means programs keep nothing.
+	Store Store
+
 	// MaxCellsPerSession bounds the cells (see Runtime.Start) of one
 	// session (WithSession; runs without one share a session) whose
 	// Result has not been collected. Zero means 8.

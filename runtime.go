@@ -64,6 +64,11 @@ func New(opts Options) (*Runtime, error) {
 		rt.paths = append(rt.paths, e.path)
 	}
 	rt.paths = append(rt.paths, []string{SearchNamespace, "search"})
+	if opts.Store != nil {
+		for _, name := range stateTools {
+			rt.paths = append(rt.paths, []string{SearchNamespace, name})
+		}
+	}
 	return rt, nil
 }
 
