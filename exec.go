@@ -27,6 +27,7 @@ type execution struct {
 	// hold makes admitted calls of the host's tools wait for Resume
 	// instead of running (ExecuteSuspendable); held maps their sandbox
 	// call ids to their audit index.
+	tx       *transaction // the open transaction, if any
 	hold     bool
 	held     map[int]int
 	asks     map[int]string // by audit index: the question of a held call
@@ -276,6 +277,13 @@ func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
 			return nil, &sandbox.CallError{Kind: string(InvalidToolInput), Message: "input for " + jsPath(c.Path) + " is invalid: " + err.Error()}
 		}
 		run = ex.rt.searchTool
+	case builtin && slices.Contains(txTools, c.Path[1]):
+		if c.Path[1] == "begin" {
+			if _, err := ex.rt.parseTouches(c.Input); err != nil {
+				return nil, &sandbox.CallError{Kind: string(InvalidToolInput), Message: "input for " + jsPath(c.Path) + " is invalid: " + err.Error()}
+			}
+		}
+		// run is made below, once the call has its index.
 	case builtin:
 		run = ex.rt.stateTool(c.Path[1], ex.session)
 	default:
@@ -310,13 +318,30 @@ func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
 	input := c.Input
 	d := Decision{Verdict: Allow}
 	var req CallRequest
+	tx := isTxTool(c.Path)
+	if tx {
+		run = ex.txTool(c.Path[1], index)
+	}
+	inTx := false
 	if !builtin {
-		req = CallRequest{Name: name, Path: c.Path, Input: input, Annotations: entry.tool.Annotations, Index: index,
+		var err error
+		if inTx, err = ex.txCheck(name, c.Path); err != nil {
+			ex.deny(index, len(input))
+			return nil, &sandbox.CallError{Kind: string(ToolFailure), Message: err.Error()}
+		}
+	}
+	if !builtin || tx && c.Path[1] == "begin" {
+		req = CallRequest{Name: name, Path: c.Path, Input: input, Index: index,
 			RunID: ex.runID, Session: ex.session, Source: CallSource}
+		if entry != nil {
+			req.Annotations = entry.tool.Annotations
+		}
 		switch {
+		case inTx && ex.rt.opts.Policy != nil:
+			// The policy decided about the transaction's touched set.
 		case ex.rt.opts.Policy != nil:
 			d = ex.rt.decide(ex.ctx, req)
-		case ex.hold:
+		case ex.hold && !tx:
 			d.Verdict = Ask // without a policy, every call of a suspendable run waits
 		}
 	}
@@ -340,19 +365,27 @@ func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
 				ex.deny(index, 0)
 				return nil, deniedError(c.Path, a.Reason)
 			}
-			return ex.perform(ctx, ex.limiter.enqueue(), index, name, input, run, output)
+			out, err := ex.perform(ctx, ex.limiter.enqueue(), index, name, input, run, output)
+			if err == nil && !builtin {
+				ex.txRecord(index, name, c.Path, input, out)
+			}
+			return out, err
 		}, nil
 	}
 	slot := ex.limiter.enqueue()
 	return func(ctx context.Context) (json.RawMessage, error) {
 		defer ex.finished(len(input))
-		return ex.perform(ctx, slot, index, name, input, run, output)
+		out, err := ex.perform(ctx, slot, index, name, input, run, output)
+		if err == nil && !builtin {
+			ex.txRecord(index, name, c.Path, input, out)
+		}
+		return out, err
 	}, nil
 }
 
 // builtin reports whether name is a built-in tool of the Runtime.
 func (rt *Runtime) builtin(name string) bool {
-	return name == "search" || rt.opts.Store != nil && slices.Contains(stateTools, name)
+	return name == "search" || slices.Contains(txTools, name) || rt.opts.Store != nil && slices.Contains(stateTools, name)
 }
 
 // deny records a call the policy refused; inputBytes leave the pending
@@ -580,6 +613,7 @@ func (ex *execution) result(sr sandbox.Result) Result {
 	} else {
 		res.Error = ex.diagnose(f)
 	}
+	ex.endTx(&res)
 	logs := make([]string, len(sr.Logs))
 	for i, l := range sr.Logs {
 		logs[i] = l.Text

@@ -35,6 +35,9 @@ func (rt *Runtime) Instructions() string {
 	w("- A result typed `unknown` can be anything: check its shape (`typeof`, `Array.isArray`, `in`) before reading fields.\n")
 	w("- `Object.keys(tools)` lists the namespaces and `Object.keys(tools.<namespace>)` the tools in one.\n")
 	w("- `tools.$codemode.search({ query?, namespace?, limit?, offset? })` returns `{ items: [{ path, description, signature }], remaining, next }`; when `next` is not null, call it again with `{ ...request, ...next }` for more.\n")
+	if rt.compensable() {
+		w("- Changes that must happen together go in a transaction: `const { tx } = await tools.$codemode.begin({ touches: [\"<namespace>.<tool>\", ...] })`, the calls (only tools in `touches`), then `await tools.$codemode.commit({ tx })`. If the run fails first, or you call `tools.$codemode.rollback({ tx })`, the completed calls are undone in reverse order, and what could not be undone is reported.\n")
+	}
 	if rt.opts.Store != nil {
 		w("- State that outlives the run: `await tools.$codemode.store({ key, value })` keeps a JSON value for later runs (`value: null` deletes it), `(await tools.$codemode.load({ key })).value` reads it (null when absent), and `(await tools.$codemode.keys()).keys` lists the keys. Keep it small: each value at most %d bytes.\n", MaxStateValueBytes)
 	}
@@ -71,6 +74,16 @@ func (rt *Runtime) Instructions() string {
 		}
 	}
 	return b.String()
+}
+
+// compensable reports whether any tool can be undone.
+func (rt *Runtime) compensable() bool {
+	for _, e := range rt.tools {
+		if e.tool.Compensate != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // annotated reports whether any tool has annotations.

@@ -119,6 +119,7 @@ type stateHeader struct {
 	Calls       []ToolCall    `json:"calls"`
 	Admitted    int           `json:"admitted"`
 	Held        []heldEntry   `json:"held"`
+	Tx          *transaction  `json:"tx,omitempty"`
 }
 
 // heldEntry links a sandbox call to its audit entry.
@@ -246,6 +247,7 @@ func (rt *Runtime) resume(ctx, runCtx context.Context, h *stateHeader, inner []b
 	ex := rt.newExecution(runCtx, src, h.Limits, true)
 	ex.runID = h.RunID
 	ex.calls, ex.admitted = h.Calls, h.Admitted
+	ex.tx = h.Tx
 	for _, e := range h.Held {
 		ex.held[e.Seq] = e.Index
 		ex.asks[e.Index] = e.Reason
@@ -308,6 +310,17 @@ func (ex *execution) delivery(e heldEntry, r CallResult) sandbox.Delivery {
 			msg = "Tool execution failed"
 		}
 		d.Err = &sandbox.CallError{Kind: string(ToolFailure), Message: msg}
+	case isTxTool(e.Path):
+		// An approved begin: the transaction opens now.
+		touches, _ := ex.rt.parseTouches(e.Input)
+		v, err := ex.openTx(e.Index, touches)
+		if err != nil {
+			outcome = OutcomeError
+			msg, _ := safeMessage(err)
+			d.Err = &sandbox.CallError{Kind: string(ToolFailure), Message: msg}
+			break
+		}
+		d.Out, _ = json.Marshal(v)
 	default:
 		out, err := toolOutput(r.Output)
 		if entry := ex.rt.index[pathKey(e.Path)]; err == nil && entry != nil && entry.output != nil {
@@ -316,6 +329,8 @@ func (ex *execution) delivery(e heldEntry, r CallResult) sandbox.Delivery {
 		if err != nil {
 			outcome = OutcomeInvalidOutput
 			d.Err = &sandbox.CallError{Kind: string(InvalidToolOutput), Message: path + " returned " + err.Error()}
+		} else {
+			ex.txRecord(e.Index, ex.calls[e.Index].Name, e.Path, e.Input, out)
 		}
 		d.Out = out
 	}
@@ -341,6 +356,7 @@ func (rt *Runtime) step(ctx, runCtx context.Context, ex *execution, sr sandbox.R
 	ex.mu.Lock()
 	h.Calls = append([]ToolCall{}, ex.calls...)
 	h.Admitted = ex.admitted
+	h.Tx = ex.tx
 	ex.mu.Unlock()
 	h.Engine, h.Tools = engine.SHA256, rt.treeSum()
 	h.Step++
@@ -491,6 +507,11 @@ func (e *outputError) Unwrap() error { return e.err }
 // nothing while it waits.
 func (rt *Runtime) Call(ctx context.Context, call PendingCall) CallResult {
 	res := CallResult{ID: call.ID}
+	if isTxTool(call.Path) {
+		// An approved begin: Resume opens the transaction.
+		res.Output = json.RawMessage(`{}`)
+		return res
+	}
 	e := rt.index[pathKey(call.Path)]
 	if e == nil {
 		res.Err = fmt.Errorf("codemode: %s is not a tool of this Runtime", strings.Join(call.Path, "."))

@@ -48,6 +48,12 @@ type Tool struct {
 	// upstream validates (an MCP server, an HTTP API).
 	SkipInputValidation bool
 
+	// Compensate, when set, undoes a completed call of the tool (input is
+	// the call's, output its result) when the transaction it was made in
+	// is rolled back: see tools.$codemode.begin. An error is reported to
+	// the program and in the audit, never hidden.
+	Compensate func(ctx context.Context, input, output json.RawMessage) error
+
 	// Annotations say what the tool does to the world, for the model (its
 	// signature carries them as JSDoc tags) and for policies. Nil says
 	// nothing: treat such a tool as one that may change anything.

@@ -1,0 +1,192 @@
+package codemode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// ledger is a fake service whose steps can be undone, recording what
+// happened in order.
+type ledger struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (l *ledger) note(s string) {
+	l.mu.Lock()
+	l.log = append(l.log, s)
+	l.mu.Unlock()
+}
+
+func (l *ledger) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.log, ",")
+}
+
+func (l *ledger) tools(failStep string, failUndo string) Tools {
+	step := func(name string) Tool {
+		return Tool{
+			Run: func(_ context.Context, in json.RawMessage) (any, error) {
+				if name == failStep {
+					l.note(name + ":failed")
+					return nil, ToolError(name + " refused")
+				}
+				l.note(name)
+				return map[string]string{"receipt": name + "-1"}, nil
+			},
+			Compensate: func(_ context.Context, in, out json.RawMessage) error {
+				var o struct{ Receipt string }
+				_ = json.Unmarshal(out, &o)
+				if name == failUndo {
+					l.note("undo " + name + ":failed")
+					return ToolError("the " + name + " cannot be reversed any more")
+				}
+				l.note("undo " + o.Receipt)
+				return nil
+			},
+		}
+	}
+	return Tools{"shop": Tools{"reserve": step("reserve"), "charge": step("charge"), "ship": step("ship"),
+		"email": Tool{Run: func(context.Context, json.RawMessage) (any, error) { l.note("email"); return "sent", nil }}}}
+}
+
+const threeSteps = `const { tx } = await tools.$codemode.begin({ touches: ["shop.reserve", "shop.charge", "shop.ship"] })
+await tools.shop.reserve({})
+await tools.shop.charge({})
+await tools.shop.ship({})
+await tools.$codemode.commit({ tx })
+return "done"`
+
+func TestTransactionRollsBackInReverse(t *testing.T) {
+	var l ledger
+	rt := mustNew(t, Options{Tools: l.tools("ship", "")})
+	res, _ := rt.Execute(context.Background(), threeSteps)
+	if res.OK || res.Error.Kind != ToolFailure || !strings.Contains(res.Error.Message, "rolled back (2 of 2 calls undone)") {
+		t.Fatalf("%s", clip(res))
+	}
+	if got := l.String(); got != "reserve,charge,ship:failed,undo charge-1,undo reserve-1" {
+		t.Fatalf("ledger %s", got)
+	}
+	var audit []string
+	for _, c := range res.ToolCalls {
+		audit = append(audit, c.Name+"="+string(c.Outcome))
+	}
+	want := "$codemode.begin=ok,shop.reserve=ok,shop.charge=ok,shop.ship=error,shop.charge#compensate=ok,shop.reserve#compensate=ok"
+	if strings.Join(audit, ",") != want {
+		t.Fatalf("audit %s", strings.Join(audit, ","))
+	}
+}
+
+func TestTransactionCompensationFailureIsReported(t *testing.T) {
+	var l ledger
+	rt := mustNew(t, Options{Tools: l.tools("ship", "reserve")})
+	res, _ := rt.Execute(context.Background(), threeSteps)
+	if res.OK || !strings.Contains(res.Error.Message, "the rollback is incomplete: shop.reserve was not undone: the reserve cannot be reversed any more") {
+		t.Fatalf("%s", clip(res))
+	}
+	last := res.ToolCalls[len(res.ToolCalls)-1]
+	if last.Name != "shop.reserve#compensate" || last.Outcome != OutcomeError {
+		t.Fatalf("audit %+v", res.ToolCalls)
+	}
+	// An explicit rollback reports the same to the program.
+	var l2 ledger
+	rt2 := mustNew(t, Options{Tools: l2.tools("", "charge")})
+	res, _ = rt2.Execute(context.Background(), `const { tx } = await tools.$codemode.begin({ touches: ["shop.reserve", "shop.charge", "shop.email"] })
+await tools.shop.reserve({}); await tools.shop.charge({}); await tools.shop.email({})
+try { await tools.$codemode.rollback({ tx }) } catch (e) { return e.message }`)
+	want := `"the rollback is incomplete: shop.email cannot be undone (it has no compensation); shop.charge was not undone: the charge cannot be reversed any more"`
+	if string(res.Value) != want || l2.String() != "reserve,charge,email,undo charge:failed,undo reserve-1" {
+		t.Fatalf("value %s\nledger %s", res.Value, l2.String())
+	}
+}
+
+func TestTransactionRules(t *testing.T) {
+	var l ledger
+	rt := mustNew(t, Options{Tools: l.tools("", "")})
+	res, _ := rt.Execute(context.Background(), `const out = []
+const { tx } = await tools.$codemode.begin({ touches: ["shop.reserve"] })
+try { await tools.shop.charge({}) } catch (e) { out.push(e.message) }
+try { await tools.$codemode.begin({ touches: ["shop.ship"] }) } catch (e) { out.push(e.message) }
+try { await tools.$codemode.commit({ tx: 99 }) } catch (e) { out.push(e.message) }
+try { await tools.$codemode.begin({ touches: ["shop.nope"] }) } catch (e) { out.push(e.kind) }
+out.push((await tools.$codemode.commit({ tx })).committed)
+return out`)
+	v := string(res.Value)
+	for _, want := range []string{"tools.shop.charge is not in the open transaction's touched set (shop.reserve)", "is open already", "pass { tx }", "InvalidToolInput", "0]"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("%q not in %s", want, v)
+		}
+	}
+	// A good run with a transaction open commits it: nothing is undone.
+	res, _ = rt.Execute(context.Background(), `await tools.$codemode.begin({ touches: ["shop.reserve"] }); await tools.shop.reserve({}); return 1`)
+	if !res.OK || strings.Contains(l.String(), "undo") {
+		t.Fatalf("%s %s", clip(res), l.String())
+	}
+	// A run that times out with one open rolls it back.
+	var l2 ledger
+	rt2 := mustNew(t, Options{Tools: l2.tools("", ""), Timeout: 300 * time.Millisecond})
+	res, _ = rt2.Execute(context.Background(), `await tools.$codemode.begin({ touches: ["shop.reserve"] }); await tools.shop.reserve({}); for (;;) {}`)
+	if !errors.Is(res.Err(), TimeoutExceeded) || l2.String() != "reserve,undo reserve-1" || !strings.Contains(res.Error.Message, "rolled back") {
+		t.Fatalf("%s %s", clip(res), l2.String())
+	}
+}
+
+// TestTransactionApprovedOnce: a policy that asks about every call asks
+// once about the transaction's touched set, in Execute and in a suspended
+// run resumed elsewhere.
+func TestTransactionApprovedOnce(t *testing.T) {
+	var l ledger
+	var asked []string
+	opts := Options{Tools: l.tools("", ""), Policy: Rules{Default: Ask}.Policy(), StateKey: testStateKey,
+		Approve: func(_ context.Context, c CallRequest, _ string) Decision {
+			asked = append(asked, c.Name+" "+string(c.Input))
+			return Decision{Verdict: Allow}
+		}}
+	rt := mustNew(t, opts)
+	res, _ := rt.Execute(context.Background(), threeSteps)
+	if !res.OK || len(asked) != 1 || !strings.HasPrefix(asked[0], "$codemode.begin ") {
+		t.Fatalf("%s asked %q", clip(res), asked)
+	}
+	res, s, err := rt.ExecuteSuspendable(context.Background(), threeSteps)
+	if err != nil || s == nil || len(s.Pending) != 1 || s.Pending[0].Name != "$codemode.begin" {
+		t.Fatalf("%v %+v %s", err, s, clip(res))
+	}
+	later := mustNew(t, opts)
+	res, s, err = later.Resume(context.Background(), s.State, later.Call(context.Background(), s.Pending[0]))
+	if err != nil || s != nil || !res.OK {
+		t.Fatalf("%v %+v %s", err, s, clip(res))
+	}
+	if got := fmt.Sprint(len(res.ToolCalls)); got != "5" {
+		t.Fatalf("audit %+v", res.ToolCalls)
+	}
+}
+
+// TestTransactionAcrossSuspension: the open transaction travels in the
+// state; a failure after resuming rolls back calls answered before.
+func TestTransactionAcrossSuspension(t *testing.T) {
+	var l ledger
+	opts := Options{Tools: l.tools("charge", ""), StateKey: testStateKey}
+	rt := mustNew(t, opts)
+	res, s, err := rt.ExecuteSuspendable(context.Background(), threeSteps)
+	if s == nil {
+		t.Fatalf("not suspended: %v %s", err, clip(res))
+	}
+	for s != nil && err == nil {
+		fresh := mustNew(t, opts)
+		var rs []CallResult
+		for _, p := range s.Pending {
+			rs = append(rs, fresh.Call(context.Background(), p))
+		}
+		res, s, err = fresh.Resume(context.Background(), s.State, rs...)
+	}
+	if err != nil || res.OK || res.Error == nil || !strings.Contains(res.Error.Message, "rolled back (1 of 1 calls undone)") || l.String() != "reserve,charge:failed,undo reserve-1" {
+		t.Fatalf("%v %s\nledger %s", err, clip(res), l.String())
+	}
+}
