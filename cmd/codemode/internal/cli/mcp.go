@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/codemode-go/codemode"
 	"io"
 	"log/slog"
 	"net"
@@ -77,6 +78,7 @@ type mcpFlags struct {
 	httpMaxSessions int
 	httpIdleTimeout duration
 	cells           bool
+	sessionState    bool
 }
 
 // defaultMaxRuns is --max-runs' default: runs are mostly CPU-bound while
@@ -99,6 +101,7 @@ func (f *mcpFlags) register(fs *flag.FlagSet) {
 	f.httpIdleTimeout = duration(mcp.DefaultSessionIdleTimeout)
 	fs.Var(&f.httpIdleTimeout, "http-idle-timeout", "close an HTTP session after this long without a request, a `duration` (0 = never)")
 	fs.BoolVar(&f.cells, "cells", false, "let runs outlive their execute call: execute takes yieldMs, and a wait tool collects the rest")
+	fs.BoolVar(&f.sessionState, "session-state", false, "give programs tools.$codemode.store, load and keys: JSON values kept in memory per client session, from one run to the next")
 }
 
 // httpSettings checks the HTTP flags together and returns the bearer
@@ -187,6 +190,9 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	tel := startTelemetry(func(format string, args ...any) { logger.Warn(fmt.Sprintf(format, args...)) })
 	defer tel.shutdown() // after the runs: srv.Close below waits for them
 	runtimeOpts := f.runtime.options(nil)
+	if f.sessionState {
+		runtimeOpts.Store = codemode.NewMemoryStore(0, 0)
+	}
 	tel.configure(&runtimeOpts)
 	srv, err := mcp.NewServer(mcp.ServerOptions{
 		Version:            version(),

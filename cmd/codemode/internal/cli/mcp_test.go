@@ -763,3 +763,20 @@ func TestMCPSurvivesHostilePrograms(t *testing.T) {
 		check(t, cs)
 	})
 }
+
+// TestMCPSessionStateAndCells: --session-state keeps values from one run
+// to the next, and --cells adds the wait tool.
+func TestMCPSessionStateAndCells(t *testing.T) {
+	cs, _, _ := startStdio(t, context.Background(), "--session-state", "--cells", "--demo-tools", "--cache-dir", engineCache)
+	defer cs.Close()
+	if isErr, v := callExecute(t, cs, `await tools.$codemode.store({ key: "seen", value: ["o-1"] }); return 1`); isErr {
+		t.Fatalf("store: %v", v)
+	}
+	if isErr, v := callExecute(t, cs, `return (await tools.$codemode.load({ key: "seen" })).value`); isErr || fmt.Sprint(v["value"]) != "[o-1]" {
+		t.Fatalf("load: %v", v)
+	}
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil || len(tools.Tools) != 2 || tools.Tools[1].Name != "wait" && tools.Tools[0].Name != "wait" {
+		t.Fatalf("tools: %v %v", tools, err)
+	}
+}
