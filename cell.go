@@ -168,8 +168,9 @@ func (c *cell) wake() {
 // Wait returns the cell's news: the lines it printed since the last Wait,
 // and its Result once it has ended. It returns as soon as the run ends or
 // has printed CellYieldBytes since the last Wait, else when timeout
-// passes (with what there is, possibly nothing) or ctx ends (with ctx's
-// error). Each Wait restarts the cell's idle expiry.
+// passes (with what there is, possibly nothing; zero or less means no
+// timeout) or ctx ends (with ctx's error). Each Wait restarts the cell's
+// idle expiry.
 func (rt *Runtime) Wait(ctx context.Context, id string, timeout time.Duration) (CellUpdate, error) {
 	c := rt.cell(id)
 	if c == nil {
