@@ -374,11 +374,11 @@ return o.total`
 	})
 	t.Run("time away does not count", func(t *testing.T) {
 		opts := suspendOptions(nil)
-		opts.Timeout = 200 * time.Millisecond
+		opts.Timeout = 500 * time.Millisecond
 		rt, _ := New(opts)
 		defer rt.Close()
 		s := suspendOnce(t, rt, `const o = await tools.orders.get({ id: 1 }); return o.total`)
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(700 * time.Millisecond)
 		res, _, err := rt.Resume(ctx, s.State, rt.Call(ctx, s.Pending[0]))
 		if err != nil || !res.OK {
 			t.Fatalf("resumed after longer than its timeout: %v %s", err, clip(res))

@@ -45,7 +45,7 @@ func TestServerCells(t *testing.T) {
 		t.Fatalf("first answer: %v", sc)
 	}
 	seen := len(sc["logs"].([]any))
-	if seen == 0 || seen >= 30 {
+	if seen >= 30 {
 		t.Fatalf("the first answer has %d of 30 lines", seen)
 	}
 	// With the one run slot held by the cell, another program waits.
