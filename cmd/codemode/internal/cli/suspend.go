@@ -163,6 +163,11 @@ func settle(dir, cmd string, res codemode.Result, s *codemode.Suspended, err err
 		fmt.Fprintf(stderr, "codemode %s: %v\n", cmd, err)
 		return exitFailure
 	}
+	// Where answers written by hand go.
+	if err := os.MkdirAll(filepath.Join(dir, resultsDir), 0o700); err != nil {
+		fmt.Fprintf(stderr, "codemode %s: %v\n", cmd, err)
+		return exitFailure
+	}
 	type pendingOut struct {
 		ID     int             `json:"id"`
 		Name   string          `json:"name"`

@@ -220,10 +220,7 @@ func TestApprovalAcrossProcesses(t *testing.T) {
 	if code, _, errs = resume("--deny", "2", "--deny-message", "over the refund limit"); code != exitSuspended {
 		t.Fatalf("deny: exit %d\n%s", code, errs)
 	}
-	// Answer the third by hand.
-	if err := os.MkdirAll(filepath.Join(dir, resultsDir), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	// Answer the third by hand, in the directory made for it.
 	hand := `{"output": {"orderId": "o-1004", "refundedCents": 30000, "status": "refunded by hand"}}`
 	if err := os.WriteFile(filepath.Join(dir, resultsDir, "3.json"), []byte(hand), 0o600); err != nil {
 		t.Fatal(err)
