@@ -15,14 +15,15 @@ import (
 // Runtime runs programs against a fixed tool tree and limits. It is safe
 // for concurrent use; runs never share state.
 type Runtime struct {
-	opts  Options
-	tools []*toolEntry
-	index map[string]*toolEntry // by pathKey
-	paths [][]string            // binding members, "$codemode.search" last
-	sb    *sandbox.Sandbox
-	cat   catalog
-	idx   indexCache
-	tel   *telemetry // nil: no providers
+	opts   Options
+	tools  []*toolEntry
+	index  map[string]*toolEntry // by pathKey
+	byName map[string]*toolEntry // by dot-joined name (names may collide: the first wins)
+	paths  [][]string            // binding members, "$codemode.search" last
+	sb     *sandbox.Sandbox
+	cat    catalog
+	idx    indexCache
+	tel    *telemetry // nil: no providers
 
 	sumOnce sync.Once
 	sum     string // treeSum
@@ -59,8 +60,12 @@ func New(opts Options) (*Runtime, error) {
 	}
 	rt := &Runtime{opts: opts, tools: entries, index: map[string]*toolEntry{}, sb: sb, tel: tel}
 	rt.closing, rt.close = context.WithCancel(context.Background())
+	rt.byName = map[string]*toolEntry{}
 	for _, e := range entries {
 		rt.index[pathKey(e.path)] = e
+		if rt.byName[e.name] == nil {
+			rt.byName[e.name] = e
+		}
 		rt.paths = append(rt.paths, e.path)
 	}
 	rt.paths = append(rt.paths, []string{SearchNamespace, "search"})

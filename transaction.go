@@ -61,14 +61,7 @@ func (rt *Runtime) parseTouches(raw json.RawMessage) ([]string, error) {
 		return nil, fmt.Errorf(`pass { touches: ["<namespace>.<tool>", ...] }: the tools the transaction may call`)
 	}
 	for _, name := range in.Touches {
-		found := false
-		for _, e := range rt.tools {
-			if e.name == name {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if rt.byName[name] == nil {
 			return nil, fmt.Errorf("%q is not a tool", name)
 		}
 	}

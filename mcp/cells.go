@@ -106,7 +106,21 @@ func (s *Server) startCell(ctx context.Context, rt *codemode.Runtime, args json.
 		return codemode.Result{ToolCalls: []codemode.ToolCall{}}, nil, err
 	}
 	*release = nil // the cell has the slot now
-	return s.collect(ctx, rt, id, yield, true)
+	session := sessionID(ctx)
+	s.trackCell(session, id, rt)
+	res, running, err := s.collect(ctx, rt, id, yield, true)
+	if running == nil {
+		s.untrackCell(session, id)
+	}
+	return res, running, err
+}
+
+// sessionID is the HTTP session of a request, "" for others.
+func sessionID(ctx context.Context) string {
+	if ss, _ := ctx.Value(sessionCtxKey{}).(*mcpsdk.ServerSession); ss != nil {
+		return ss.ID()
+	}
+	return ""
 }
 
 // collect waits up to timeout for a cell and answers with its Result, or
@@ -177,6 +191,9 @@ func (s *Server) wait(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcpsdk
 		if !errors.Is(err, codemode.ErrNoCell) {
 			break
 		}
+	}
+	if running == nil && req.Session != nil {
+		s.untrackCell(req.Session.ID(), in.CellID)
 	}
 	switch {
 	case running != nil:

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +112,46 @@ func TestServerWithoutCellsHasNoWaitTool(t *testing.T) {
 	}
 	if d := tools.Tools[0].Description; strings.Contains(d, "yieldMs") {
 		t.Fatal("the description offers yieldMs without cells")
+	}
+}
+
+// TestServerCellsEndWithTheirSession: a cell left running stops when its
+// HTTP session ends.
+func TestServerCellsEndWithTheirSession(t *testing.T) {
+	started := make(chan struct{}, 1)
+	cancelled := make(chan struct{}, 1)
+	block := codemode.Tool{Run: func(ctx context.Context, _ json.RawMessage) (any, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		cancelled <- struct{}{}
+		return nil, ctx.Err()
+	}}
+	srv, err := NewServer(ServerOptions{Runtime: codemode.Options{Timeout: time.Minute, Tools: codemode.Tools{"t": codemode.Tools{"block": block}}}, Cells: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	ts := httptest.NewServer(srv.HTTPHandler())
+	t.Cleanup(ts.Close)
+	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).
+		Connect(context.Background(), &mcpsdk.StreamableClientTransport{Endpoint: ts.URL, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sc := callExecute(t, cs, map[string]any{"code": `return await tools.t.block({})`, "yieldMs": 100})
+	if sc["running"] != true {
+		t.Fatalf("not running: %v", sc)
+	}
+	<-started
+	select {
+	case <-cancelled:
+		t.Fatal("the cell stopped while its session was open")
+	case <-time.After(100 * time.Millisecond):
+	}
+	_ = cs.Close() // ends the session
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cell went on after its session ended")
 	}
 }

@@ -100,6 +100,7 @@ type Server struct {
 	// so that a client ending its session stops its runs.
 	runsMu sync.Mutex
 	runs   map[string]map[*context.CancelFunc]struct{}
+	cells  map[string]map[string]*codemode.Runtime // cell ids by HTTP session
 
 	// keys for approvals: stateKey signs suspended runs, sealKey encrypts
 	// them for the client to carry (approval.go)
@@ -273,9 +274,41 @@ func (s *Server) track(session string, cancel *context.CancelFunc) (untrack func
 
 func (s *Server) cancelSession(session string) {
 	s.runsMu.Lock()
-	defer s.runsMu.Unlock()
 	for cancel := range s.runs[session] {
 		(*cancel)()
+	}
+	cells := s.cells[session]
+	delete(s.cells, session)
+	s.runsMu.Unlock()
+	// The session's cells go with it: nobody can wait for them any more.
+	for id, rt := range cells {
+		_ = rt.Cancel(id)
+	}
+}
+
+// trackCell registers a cell under its HTTP session, so that the session
+// ending stops it; untrackCell forgets it once its Result is collected.
+func (s *Server) trackCell(session, id string, rt *codemode.Runtime) {
+	if session == "" {
+		return
+	}
+	s.runsMu.Lock()
+	defer s.runsMu.Unlock()
+	if s.cells == nil {
+		s.cells = map[string]map[string]*codemode.Runtime{}
+	}
+	if s.cells[session] == nil {
+		s.cells[session] = map[string]*codemode.Runtime{}
+	}
+	s.cells[session][id] = rt
+}
+
+func (s *Server) untrackCell(session, id string) {
+	s.runsMu.Lock()
+	defer s.runsMu.Unlock()
+	delete(s.cells[session], id)
+	if len(s.cells[session]) == 0 {
+		delete(s.cells, session)
 	}
 }
 
