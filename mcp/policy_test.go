@@ -130,3 +130,45 @@ func TestServerApprovalStateIsSealed(t *testing.T) {
 		t.Fatalf("approved: %v (writes %d)", sc, writes.Load())
 	}
 }
+
+// TestServerAsksOlderClients: a client on a protocol before multi
+// round-trip requests is asked with an elicitation while the run waits.
+func TestServerAsksOlderClients(t *testing.T) {
+	var writes atomic.Int64
+	tools := codemode.Tools{"files": codemode.Tools{
+		"write": codemode.Tool{Run: func(context.Context, json.RawMessage) (any, error) { writes.Add(1); return "written", nil }},
+	}}
+	srv := newServer(t, tools, codemode.Options{Policy: codemode.Rules{Default: codemode.Ask}.Policy()})
+	ctx := context.Background()
+	st, ct := mcpsdk.NewInMemoryTransports()
+	ss, err := srv.MCP().Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	client := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "old", Version: "1"}, &mcpsdk.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcpsdk.ElicitRequest) (*mcpsdk.ElicitResult, error) {
+			asked = append(asked, req.Params.Message)
+			return &mcpsdk.ElicitResult{Action: "accept", Content: map[string]any{"approve": len(asked) == 1}}, nil
+		},
+	})
+	cs, err := client.Connect(ctx, ct, &mcpsdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.Close()
+		_ = ss.Wait()
+	})
+	if v := ss.InitializeParams().ProtocolVersion; v >= mrtrVersion {
+		t.Fatalf("negotiated %s", v)
+	}
+	_, sc := callExecute(t, cs, map[string]any{"code": `const a = await tools.files.write({ n: 1 })
+let b
+try { b = await tools.files.write({ n: 2 }) } catch (e) { b = e.message }
+return [a, b]`})
+	got, _ := json.Marshal(sc["value"])
+	if string(got) != `["written","tools.files.write was denied: the user did not approve it"]` || len(asked) != 2 || writes.Load() != 1 {
+		t.Fatalf("value %s, asked %d times, %d writes", got, len(asked), writes.Load())
+	}
+}
