@@ -17,4 +17,16 @@
 //
 // Program failures are data in the Result, never a Go error; Execute
 // returns an error only when the caller's context is cancelled.
+//
+// Beyond one call that waits for the end:
+//   - [Runtime.ExecuteSuspendable] and [Runtime.Resume]: a run that waits
+//     for tool calls becomes authenticated bytes and continues later, in
+//     any process (a person's approval, a slow queue, a restart).
+//   - [Options.Policy]: allow, deny or ask about every call, by the tools'
+//     [Annotations] or their names ([Rules]).
+//   - [Runtime.Start] and [Runtime.Wait]: cells, runs that go on after
+//     their caller stops waiting.
+//   - [Options.Store]: values a session's programs keep from one run to
+//     the next; tools.$codemode.begin and commit group calls into a
+//     transaction that is undone ([Tool].Compensate) when the run fails.
 package codemode
