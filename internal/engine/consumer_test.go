@@ -18,6 +18,7 @@ const consumerMain = `package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 
@@ -37,6 +38,30 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println(string(res.Value))
+
+	// A run suspended at a tool call resumes in another Runtime.
+	tools := codemode.Tools{"calc": codemode.Tools{"double": codemode.Tool{
+		Run: func(_ context.Context, in json.RawMessage) (any, error) {
+			var v struct{ N int }
+			_ = json.Unmarshal(in, &v)
+			return v.N * 2, nil
+		}}}}
+	key := []byte("consumer test key, 32 bytes long")
+	first, _ := codemode.New(codemode.Options{Tools: tools, StateKey: key})
+	_, s, err := first.ExecuteSuspendable(context.Background(), "return await tools.calc.double({ n: 21 })")
+	first.Close()
+	if err != nil || s == nil {
+		fmt.Fprintln(os.Stderr, "not suspended:", err)
+		os.Exit(1)
+	}
+	second, _ := codemode.New(codemode.Options{Tools: tools, StateKey: key})
+	defer second.Close()
+	res, s, err = second.Resume(context.Background(), s.State, second.Call(context.Background(), s.Pending[0]))
+	if err != nil || s != nil || !res.OK {
+		fmt.Fprintln(os.Stderr, "resume:", err, res.Error)
+		os.Exit(1)
+	}
+	fmt.Println("resumed", string(res.Value))
 }
 `
 
@@ -129,18 +154,18 @@ func TestOutOfTreeConsumer(t *testing.T) {
 		filled   bool     // the cache holds the engine afterwards
 	}{
 		{name: "npm fills an empty cache", bin: "consumer", npm: true,
-			wantOut: "2", filled: true},
+			wantOut: "2\nresumed 42", filled: true},
 		{name: "no npm, empty cache", bin: "consumer", wantExit: 1,
 			wantErr: []string{"no usable QuickJS-NG engine binary", "npm is not on PATH", EnvWasm,
 				"go run github.com/codemode-go/codemode/cmd/codemode@latest engine install"}},
 		{name: "corrupt cache, npm replaces it", bin: "consumer", npm: true, cache: bad,
-			wantOut: "2", filled: true},
+			wantOut: "2\nresumed 42", filled: true},
 		{name: "corrupt cache, no npm", bin: "consumer", cache: bad, wantExit: 1,
 			wantErr: []string{"is not the pinned engine build", Sum(bad), "engine install"}},
 		{name: "filled cache, no npm", bin: "consumer", cache: good,
-			wantOut: "2", filled: true},
+			wantOut: "2\nresumed 42", filled: true},
 		{name: "CODEMODE_ENGINE_WASM, no npm", bin: "consumer", envWasm: goodFile,
-			wantOut: "2"},
+			wantOut: "2\nresumed 42"},
 		{name: "engine path from the cache", bin: "codemode", args: []string{"engine", "path"}, cache: good,
 			wantOut: "cache\t"},
 		{name: "engine path without any", bin: "codemode", args: []string{"engine", "path"}, wantExit: 1,
