@@ -30,7 +30,16 @@ func run(t *testing.T, rt *Runtime, code string) Result {
 	return res
 }
 
+// resultJSON is a Result's JSON with every durationMs zero: durations are
+// the machine's timing (an instant tool takes a millisecond under the race
+// detector), not the run's behaviour.
 func resultJSON(r Result) string {
+	if r.ToolCalls != nil {
+		r.ToolCalls = append([]ToolCall{}, r.ToolCalls...)
+	}
+	for i := range r.ToolCalls {
+		r.ToolCalls[i].DurationMs = 0
+	}
 	b, _ := json.Marshal(r)
 	return string(b)
 }
