@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/internal/sandbox"
 )
 
 // Options configure a benchmark run.
@@ -122,6 +123,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	rep.add(Row{Metric: "run overhead: return 1, back to back (mean)", Codemode: dur(time.Since(start) / time.Duration(reps))})
 
+	if err := imageRows(ctx, rep, reps); err != nil {
+		return nil, err
+	}
 	if err := suspendRows(ctx, rep, reps); err != nil {
 		return nil, err
 	}
@@ -202,6 +206,43 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 }
 
 func (r *Report) add(row Row) { r.Rows = append(r.Rows, row) }
+
+// imageRows measures instances made from images against the design
+// before them, which booted an instance for every run, side by side in
+// this process: `return 1` back to back, straight on the sandbox.
+func imageRows(ctx context.Context, rep *Report, reps int) error {
+	var perRun [2]time.Duration
+	for i, boot := range []bool{false, true} {
+		sb, err := sandbox.New(ctx, sandbox.Options{BootEveryRun: boot})
+		if err != nil {
+			return err
+		}
+		req := sandbox.Request{Program: "(async () => 1)()"}
+		n := reps
+		if boot {
+			n = max(reps/10, 10) // milliseconds each
+		}
+		for j := 0; j < n+5; j++ {
+			if j == 2 {
+				// The second run has the image made in the background.
+				time.Sleep(100 * time.Millisecond)
+			}
+			if j == 5 {
+				perRun[i] = -time.Duration(time.Now().UnixNano())
+			}
+			if res, err := sb.Run(ctx, req); err != nil || res.Failure != nil {
+				_ = sb.Close()
+				return fmt.Errorf("image benchmark: %v %+v", err, res.Failure)
+			}
+		}
+		perRun[i] = (perRun[i] + time.Duration(time.Now().UnixNano())) / time.Duration(n)
+		_ = sb.Close()
+	}
+	rep.add(Row{Metric: "sandbox: return 1 back to back, instances from an image (mean)", Codemode: dur(perRun[0]), Target: "≤ 100 µs"})
+	rep.add(Row{Metric: "sandbox: return 1 back to back, booting each instance (the design before images)", Codemode: dur(perRun[1]),
+		Ratio: fmt.Sprintf("%.0f× slower", float64(perRun[1])/float64(perRun[0]))})
+	return nil
+}
 
 // suspendRows measures suspended runs: a state's size, and the round trip
 // of resuming one (deliver a result, run to the next call, suspend again),
