@@ -122,15 +122,18 @@ func (rt *Runtime) Start(ctx context.Context, code string, opts ...CellOption) (
 	return c.id, nil
 }
 
-// executeLogged is Execute with a log listener; started is closed once
-// the run is registered with the Runtime (or refused).
+// executeLogged is Execute with a log listener (nil for none); started,
+// when not nil, is closed once the run is registered with the Runtime (or
+// refused).
 func (rt *Runtime) executeLogged(ctx context.Context, code string, started chan struct{}, onLog func(string)) (Result, error) {
 	var tel *runTelemetry
 	if rt.tel != nil {
 		ctx, tel = rt.tel.startRun(ctx, code)
 	}
 	runCtx, done, err := rt.enter(ctx)
-	close(started)
+	if started != nil {
+		close(started)
+	}
 	if err != nil {
 		res := Result{ToolCalls: []ToolCall{}}
 		if tel != nil {

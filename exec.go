@@ -469,10 +469,7 @@ func (ex *execution) perform(ctx context.Context, slot *ticket, index int, name 
 	end := ToolCallEnd{Index: index, Name: name, Input: input}
 	v, err := callTool(c.ctx, run, input)
 	if err != nil {
-		msg, safe := safeMessage(err)
-		if !safe {
-			msg = "Tool execution failed"
-		}
+		msg := publicMessage(err)
 		end.Outcome, end.Message, end.Err = OutcomeError, msg, err
 		if ctx.Err() != nil {
 			end.Outcome = OutcomeCancelled
@@ -521,7 +518,7 @@ func (ex *execution) begin(ctx context.Context, s ToolCallStart) *running {
 	if t := ex.rt.tel; t != nil {
 		c.ctx, c.span = t.startCall(ctx, s)
 	}
-	ex.hookStart(c.ctx, s)
+	ex.rt.hookStart(c.ctx, s)
 	c.start = time.Now()
 	c.stop = context.AfterFunc(ctx, func() {
 		c.report(ToolCallEnd{Index: s.Index, Name: s.Name, Input: s.Input, Outcome: OutcomeCancelled}, nil)
@@ -546,7 +543,7 @@ func (c *running) report(e ToolCallEnd, out json.RawMessage) {
 			ex.calls[e.Index].DurationMs = e.Duration.Milliseconds()
 		}
 		ex.mu.Unlock()
-		ex.hookEnd(c.ctx, e)
+		ex.rt.hookEnd(c.ctx, e)
 		// After the hook, so it can still add to the span; before Done,
 		// so no span outlives Execute.
 		if t := ex.rt.tel; t != nil {
@@ -565,10 +562,6 @@ func callTool(ctx context.Context, run func(context.Context, json.RawMessage) (a
 	}()
 	return run(ctx, input)
 }
-
-func (ex *execution) hookStart(ctx context.Context, s ToolCallStart) { ex.rt.hookStart(ctx, s) }
-
-func (ex *execution) hookEnd(ctx context.Context, e ToolCallEnd) { ex.rt.hookEnd(ctx, e) }
 
 func (rt *Runtime) hookStart(ctx context.Context, s ToolCallStart) {
 	if h := rt.opts.OnToolCallStart; h != nil {

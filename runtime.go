@@ -89,25 +89,7 @@ func (rt *Runtime) Execute(ctx context.Context, code string) (Result, error) {
 	if rt.isClosed() {
 		return Result{ToolCalls: []ToolCall{}}, ErrClosed
 	}
-	var tel *runTelemetry
-	if rt.tel != nil {
-		ctx, tel = rt.tel.startRun(ctx, code)
-	}
-	runCtx, done, err := rt.enter(ctx)
-	if err != nil {
-		res := Result{ToolCalls: []ToolCall{}}
-		if tel != nil {
-			tel.end(res, err)
-		}
-		return res, err
-	}
-	defer done()
-	res, err := rt.execute(runCtx, code, nil)
-	err = rt.interruption(ctx, runCtx, err)
-	if tel != nil {
-		tel.end(res, err)
-	}
-	return res, err
+	return rt.executeLogged(ctx, code, nil, nil)
 }
 
 func (rt *Runtime) isClosed() bool {

@@ -6,7 +6,6 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/codemode-go/codemode/internal/frame"
 	"github.com/codemode-go/codemode/internal/sandbox"
 	"github.com/codemode-go/codemode/internal/typescript"
 	"go.opentelemetry.io/otel/trace"
@@ -305,11 +305,7 @@ func (ex *execution) delivery(e heldEntry, r CallResult) sandbox.Delivery {
 		d.Err = &sandbox.CallError{Kind: string(InvalidToolOutput), Message: path + " returned " + oe.err.Error()}
 	case r.Err != nil:
 		outcome = OutcomeError
-		msg, safe := safeMessage(r.Err)
-		if !safe {
-			msg = "Tool execution failed"
-		}
-		d.Err = &sandbox.CallError{Kind: string(ToolFailure), Message: msg}
+		d.Err = &sandbox.CallError{Kind: string(ToolFailure), Message: publicMessage(r.Err)}
 	case isTxTool(e.Path):
 		// An approved begin: the transaction opens now.
 		touches, _ := ex.rt.parseTouches(e.Input)
@@ -417,15 +413,10 @@ func (rt *Runtime) Inspect(state []byte) (*Suspended, error) {
 // sealState writes a state: the magic, the header's length and JSON, the
 // sandbox's bytes, and an HMAC-SHA256 of all of it under StateKey.
 func (rt *Runtime) sealState(h *stateHeader, inner []byte) ([]byte, error) {
-	head, err := json.Marshal(h)
+	out, err := frame.Append(stateMagic, h, inner, sha256.Size)
 	if err != nil {
 		return nil, fmt.Errorf("codemode: the run could not be suspended: %w", err)
 	}
-	out := make([]byte, 0, len(stateMagic)+4+len(head)+len(inner)+sha256.Size)
-	out = append(out, stateMagic...)
-	out = binary.LittleEndian.AppendUint32(out, uint32(len(head)))
-	out = append(out, head...)
-	out = append(out, inner...)
 	mac := hmac.New(sha256.New, rt.opts.StateKey)
 	mac.Write(out)
 	return mac.Sum(out), nil
@@ -443,16 +434,9 @@ func (rt *Runtime) openState(state []byte) (*stateHeader, []byte, error) {
 	if !hmac.Equal(mac.Sum(nil), sum) {
 		return nil, nil, ErrStateInvalid
 	}
-	rest := body[len(stateMagic):]
-	n := binary.LittleEndian.Uint32(rest)
-	rest = rest[4:]
-	if uint64(n) > uint64(len(rest)) {
-		return nil, nil, ErrStateInvalid
-	}
 	var h stateHeader
-	dec := json.NewDecoder(bytes.NewReader(rest[:n]))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&h); err != nil {
+	inner, err := frame.Split(body, stateMagic, &h)
+	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrStateInvalid, err)
 	}
 	if h.Engine != engine.SHA256 {
@@ -469,7 +453,7 @@ func (rt *Runtime) openState(state []byte) (*stateHeader, []byte, error) {
 			return nil, nil, ErrStateInvalid
 		}
 	}
-	return &h, rest[n:], nil
+	return &h, inner, nil
 }
 
 // treeSum identifies the tool tree: every tool's path, schemas and
@@ -533,11 +517,7 @@ func (rt *Runtime) Call(ctx context.Context, call PendingCall) CallResult {
 	end := ToolCallEnd{Index: call.ID, Name: e.name, Input: input, Duration: res.Duration}
 	if err != nil {
 		res.Err = err
-		msg, safe := safeMessage(err)
-		if !safe {
-			msg = "Tool execution failed"
-		}
-		end.Outcome, end.Message, end.Err = OutcomeError, msg, err
+		end.Outcome, end.Message, end.Err = OutcomeError, publicMessage(err), err
 		if ctx.Err() != nil {
 			end.Outcome = OutcomeCancelled
 		}

@@ -97,6 +97,15 @@ func (a *Annotations) tags() []string {
 	return tags
 }
 
+// publicMessage is what the program sees of a tool's error: its message
+// when it was made with ToolError, else "Tool execution failed".
+func publicMessage(err error) string {
+	if msg, safe := safeMessage(err); safe {
+		return msg
+	}
+	return "Tool execution failed"
+}
+
 // NewTool makes a Tool from a typed function, inferring the input and
 // output schemas from In and Out (see jsonschema.For). The input is
 // decoded into In after validation.

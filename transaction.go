@@ -155,11 +155,7 @@ func (ex *execution) compensate(ctx context.Context, tx *transaction) (undone, p
 		call := ToolCall{Name: step.Name + "#compensate", Outcome: OutcomeOK, DurationMs: time.Since(start).Milliseconds()}
 		if err != nil {
 			call.Outcome = OutcomeError
-			msg, safe := safeMessage(err)
-			if !safe {
-				msg = "Tool execution failed"
-			}
-			problems = append(problems, step.Name+" was not undone: "+msg)
+			problems = append(problems, step.Name+" was not undone: "+publicMessage(err))
 		} else {
 			undone = append(undone, step.Name)
 		}

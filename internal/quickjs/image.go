@@ -166,13 +166,9 @@ func (img *Image) NewInstance(ctx context.Context, host HostFunc) (*Instance, er
 // size bytes (the image's, or a grown one's).
 func (img *Image) newInstance(ctx context.Context, host HostFunc, size int) (*Instance, error) {
 	e := img.e
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil, ErrClosed
+	if err := e.addLive(); err != nil {
+		return nil, err
 	}
-	e.live.Add(1)
-	e.mu.Unlock()
 	img.mu.Lock()
 	var spare *Instance
 	if n := len(img.spares); n > 0 && size == len(img.mem) {

@@ -129,17 +129,25 @@ type Instance struct {
 	hostDepth int
 }
 
+// addLive counts a new instance, which Close waits for; it fails once the
+// engine is closed.
+func (e *Engine) addLive() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	e.live.Add(1)
+	return nil
+}
+
 // NewInstance creates a fresh instance. ctx bounds instantiation and, with
 // Config.Stop set to StopContextDone, every later call: cancelling it
 // kills the instance.
 func (e *Engine) NewInstance(ctx context.Context, cfg InstanceConfig) (*Instance, error) {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil, ErrClosed
+	if err := e.addLive(); err != nil {
+		return nil, err
 	}
-	e.live.Add(1)
-	e.mu.Unlock()
 	in, err := e.newInstance(ctx, cfg)
 	if err != nil {
 		e.live.Done()

@@ -1,9 +1,7 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codemode-go/codemode/internal/frame"
 	"github.com/codemode-go/codemode/internal/quickjs"
 )
 
@@ -155,15 +154,9 @@ func (r *run) suspend() *Failure {
 	p.Value, p.ValueBytes, p.OutFailure = r.res.Value, r.res.ValueBytes, r.res.Failure
 	p.Logs, p.LogsDropped, p.LogBytes = r.res.Logs, r.res.LogsDropped, r.logBytes
 	r.mu.Unlock()
-	head, err := json.Marshal(p)
-	if err != nil {
+	if susp.State, err = frame.Append(stateMagic, p, snap, 0); err != nil {
 		return &Failure{Kind: WorkerExit, Message: "the run could not be suspended: " + err.Error()}
 	}
-	out := make([]byte, 0, len(stateMagic)+4+len(head)+len(snap))
-	out = append(out, stateMagic...)
-	out = binary.LittleEndian.AppendUint32(out, uint32(len(head)))
-	out = append(out, head...)
-	susp.State = append(out, snap...)
 	// The rejection boxes live on in the state; this instance is done.
 	r.rejected = map[uint32]rejection{}
 	r.mu.Lock()
@@ -173,19 +166,9 @@ func (r *run) suspend() *Failure {
 }
 
 func decodeState(state []byte) (*parked, []byte, error) {
-	if len(state) < len(stateMagic)+4 || string(state[:len(stateMagic)]) != stateMagic {
-		return nil, nil, ErrStateCorrupt
-	}
-	rest := state[len(stateMagic):]
-	n := binary.LittleEndian.Uint32(rest)
-	rest = rest[4:]
-	if uint64(n) > uint64(len(rest)) {
-		return nil, nil, ErrStateCorrupt
-	}
 	var p parked
-	dec := json.NewDecoder(bytes.NewReader(rest[:n]))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
+	snap, err := frame.Split(state, stateMagic, &p)
+	if err != nil {
 		return nil, nil, ErrStateCorrupt
 	}
 	for _, h := range p.Held {
@@ -198,7 +181,7 @@ func decodeState(state []byte) (*parked, []byte, error) {
 			return nil, nil, ErrStateCorrupt
 		}
 	}
-	return &p, rest[n:], nil
+	return &p, snap, nil
 }
 
 // Resume continues a suspended run: it delivers results, in order, to
