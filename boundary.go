@@ -5,6 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"slices"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/codemode-go/codemode/internal/sandbox"
 	"github.com/google/jsonschema-go/jsonschema"
@@ -43,4 +48,117 @@ func validateOutput(schema *jsonschema.Resolved, raw json.RawMessage) error {
 		return fmt.Errorf("a result that does not match its output schema: %w", err)
 	}
 	return nil
+}
+
+// CanonicalJSON writes a JSON value the one way codemode shows values to
+// the people who judge them (CallRequest.Input): object keys sorted (of
+// duplicate keys the last, as a JSON decoder keeps it), no insignificant
+// whitespace, numbers as written, and every character that displays as
+// nothing, as a space or reorders its neighbours (controls, zero-width
+// and bidirectional marks, spaces other than U+0020, private-use
+// characters) escaped as \uXXXX. The result is the same JSON value, and
+// no order of keys, padding or invisible character can hide or disguise
+// a part of it: show a pending call's Input this way, whole.
+func CanonicalJSON(raw json.RawMessage) (json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("more than one JSON value")
+	}
+	var b bytes.Buffer
+	b.Grow(len(raw))
+	writeCanonical(&b, v)
+	return b.Bytes(), nil
+}
+
+func writeCanonical(b *bytes.Buffer, v any) {
+	switch x := v.(type) {
+	case nil:
+		b.WriteString("null")
+	case bool:
+		if x {
+			b.WriteString("true")
+		} else {
+			b.WriteString("false")
+		}
+	case json.Number:
+		b.WriteString(string(x))
+	case string:
+		writeCanonicalString(b, x)
+	case []any:
+		b.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeCanonical(b, e)
+		}
+		b.WriteByte(']')
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeCanonicalString(b, k)
+			b.WriteByte(':')
+			writeCanonical(b, x[k])
+		}
+		b.WriteByte('}')
+	}
+}
+
+func writeCanonicalString(b *bytes.Buffer, s string) {
+	const hex = "0123456789abcdef"
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case hidden(r):
+			// (Runes past U+FFFF here are tag and private-use characters:
+			// as a surrogate pair, the way JSON writes them.)
+			for _, u := range utf16.Encode([]rune{r}) {
+				b.WriteString(`\u`)
+				b.WriteByte(hex[u>>12&0xf])
+				b.WriteByte(hex[u>>8&0xf])
+				b.WriteByte(hex[u>>4&0xf])
+				b.WriteByte(hex[u&0xf])
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+}
+
+// hidden reports whether r shows as something else than itself, or not
+// at all: controls, format characters (zero-width and bidirectional
+// marks among them), line and paragraph separators, spaces other than
+// U+0020, private-use characters and U+FFFD.
+func hidden(r rune) bool {
+	if r < 0x20 || r == 0x7f {
+		return true
+	}
+	if r < 0x80 {
+		return false
+	}
+	return r == utf8.RuneError || r != ' ' && unicode.Is(unicode.Zs, r) ||
+		unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Co)
 }

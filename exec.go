@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/codemode-go/codemode/internal/sandbox"
 	"github.com/codemode-go/codemode/internal/tsgen"
 	"github.com/codemode-go/codemode/internal/typescript"
-	"github.com/google/jsonschema-go/jsonschema"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -25,16 +23,27 @@ type execution struct {
 	src     *source
 	lim     limits
 	// hold makes admitted calls of the host's tools wait for Resume
-	// instead of running (ExecuteSuspendable); held maps their sandbox
-	// call ids to their audit index.
-	tx       *transaction // the open transaction, if any
+	// instead of running (ExecuteSuspendable); held are those calls, by
+	// their sandbox call ids.
 	hold     bool
-	held     map[int]int
-	asks     map[int]string // by audit index: the question of a held call
-	deadline time.Time      // zero without a Timeout
+	held     map[int]heldCall
+	deadline time.Time // zero without a Timeout
 	// ctx is the run's; runID and session identify it to policies.
 	ctx            context.Context
 	runID, session string
+	// grace ends CompensationGrace after the run does (see endGrace): it
+	// bounds waiting for a transaction's calls and undoing it.
+	grace     context.Context
+	endGrace  func()
+	graceOnce sync.Once
+
+	// tx is the open transaction, if any; rolledBack are the ids of
+	// transactions rolled back (for held calls answered later). settling
+	// counts rollbacks under way, which the Result waits for.
+	tx         *transaction
+	rolledBack []int
+	settling   sync.WaitGroup
+	txNote     string // what ending the run did to an open transaction
 
 	mu       sync.Mutex
 	calls    []ToolCall
@@ -133,7 +142,12 @@ func (rt *Runtime) newExecution(ctx context.Context, src *source, lim limits, ho
 	ex := &execution{rt: rt, limiter: newFIFO(rt.opts.MaxConcurrency), src: src, lim: lim, hold: hold,
 		ctx: ctx, session: sessionOf(ctx)}
 	if hold {
-		ex.held, ex.asks = map[int]int{}, map[int]string{}
+		ex.held = map[int]heldCall{}
+	}
+	grace, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ex.grace = grace
+	ex.endGrace = func() {
+		ex.graceOnce.Do(func() { time.AfterFunc(rt.opts.CompensationGrace, cancel) })
 	}
 	if hold || rt.opts.Policy != nil {
 		ex.runID = newRunID()
@@ -170,8 +184,12 @@ func (rt *Runtime) finish(ctx context.Context, ex *execution, sr sandbox.Result)
 	res := ex.result(sr)
 	if sr.Failure != nil && sr.Failure.Kind == sandbox.Abort {
 		// An interruption, not a failure of the program's: no diagnostic
-		// a host could pass on to the model as one.
+		// a host could pass on to the model as one, unless undoing a
+		// transaction needs reporting.
 		res.Error = nil
+		if ex.txNote != "" {
+			res.Error = &Diagnostic{Kind: ExecutionFailure, Message: "the run was interrupted; " + ex.txNote}
+		}
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
@@ -238,214 +256,6 @@ func outputBudget(max int) (int, bool) {
 	}
 }
 
-// admit is called by the sandbox, in call order, for every tool call.
-func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
-	var entry *toolEntry
-	builtin := len(c.Path) == 2 && c.Path[0] == SearchNamespace && ex.rt.builtin(c.Path[1])
-	name := ""
-	if builtin {
-		name = SearchNamespace + "." + c.Path[1]
-	} else {
-		key := c.Key
-		if key == "" {
-			key = pathKey(c.Path)
-		}
-		entry = ex.rt.index[key]
-		if entry == nil {
-			return nil, &sandbox.CallError{Kind: string(UnknownTool), Message: fmt.Sprintf("%s is not a tool", jsPath(c.Path))}
-		}
-		name = entry.name
-	}
-	ex.mu.Lock()
-	limit := ex.lim.MaxToolCalls
-	if limit < 0 || (limit > 0 && ex.admitted >= limit) {
-		ex.mu.Unlock()
-		n := limit
-		if n < 0 {
-			n = 0
-		}
-		return nil, &sandbox.CallError{Kind: string(ToolCallLimitExceeded),
-			Message: fmt.Sprintf("the run may make at most %d tool calls; %s was not called", n, jsPath(c.Path))}
-	}
-	ex.mu.Unlock()
-
-	var run func(ctx context.Context, input json.RawMessage) (any, error)
-	var output *jsonschema.Resolved
-	switch {
-	case builtin && c.Path[1] == "search":
-		if err := validateSearch(c.Input); err != nil {
-			return nil, &sandbox.CallError{Kind: string(InvalidToolInput), Message: "input for " + jsPath(c.Path) + " is invalid: " + err.Error()}
-		}
-		run = ex.rt.searchTool
-	case builtin && slices.Contains(txTools, c.Path[1]):
-		if c.Path[1] == "begin" {
-			if _, err := ex.rt.parseTouches(c.Input); err != nil {
-				return nil, &sandbox.CallError{Kind: string(InvalidToolInput), Message: "input for " + jsPath(c.Path) + " is invalid: " + err.Error()}
-			}
-		}
-		// run is made below, once the call has its index.
-	case builtin:
-		run = ex.rt.stateTool(c.Path[1], ex.session)
-	default:
-		if entry.resolved != nil {
-			var v any
-			if err := json.Unmarshal(c.Input, &v); err != nil {
-				return nil, &sandbox.CallError{Kind: string(InvalidToolInput), Message: "input for " + jsPath(c.Path) + " is not JSON"}
-			}
-			if err := entry.resolved.Validate(v); err != nil {
-				return nil, &sandbox.CallError{Kind: string(InvalidToolInput), Message: "input for " + jsPath(c.Path) + " is invalid: " + err.Error()}
-			}
-		}
-		run, output = entry.tool.Run, entry.output
-	}
-
-	ex.mu.Lock()
-	if ex.pending >= maxPendingCalls || int64(ex.pendingBytes+len(c.Input)) > ex.lim.MaxMemoryBytes {
-		n, b := ex.pending, ex.pendingBytes
-		ex.mu.Unlock()
-		return nil, &sandbox.CallError{Kind: string(ToolCallLimitExceeded),
-			Message: fmt.Sprintf("%s was not called: %d calls with %d bytes of input are already waiting or running, and a run may have at most %d calls and %d bytes of input under way; await calls before starting more",
-				jsPath(c.Path), n, b, maxPendingCalls, ex.lim.MaxMemoryBytes)}
-	}
-	ex.pending++
-	ex.pendingBytes += len(c.Input)
-	index := ex.admitted
-	ex.admitted++
-	if !ex.frozen {
-		ex.calls = append(ex.calls, ToolCall{Name: name})
-	}
-	ex.mu.Unlock()
-	input := c.Input
-	d := Decision{Verdict: Allow}
-	var req CallRequest
-	tx := isTxTool(c.Path)
-	if tx {
-		run = ex.txTool(c.Path[1], index)
-	}
-	inTx := false
-	if !builtin {
-		var err error
-		if inTx, err = ex.txCheck(name, c.Path); err != nil {
-			ex.deny(index, len(input))
-			return nil, &sandbox.CallError{Kind: string(ToolFailure), Message: err.Error()}
-		}
-	}
-	if !builtin || tx && c.Path[1] == "begin" {
-		req = CallRequest{Name: name, Path: c.Path, Input: input, Index: index,
-			RunID: ex.runID, Session: ex.session, Source: CallSource}
-		if entry != nil {
-			req.Annotations = entry.tool.Annotations
-		}
-		switch {
-		case inTx && ex.rt.opts.Policy != nil:
-			// The policy decided about the transaction's touched set.
-		case ex.rt.opts.Policy != nil:
-			d = ex.rt.decide(ex.ctx, req)
-		case ex.hold && !tx:
-			d.Verdict = Ask // without a policy, every call of a suspendable run waits
-		}
-	}
-	switch {
-	case d.Verdict == Deny:
-		ex.deny(index, len(input))
-		return nil, deniedError(c.Path, d.Reason)
-	case d.Verdict == Ask && ex.hold:
-		ex.mu.Lock()
-		ex.held[c.ID] = index
-		ex.asks[index] = d.Reason
-		ex.mu.Unlock()
-		return nil, sandbox.ErrHold
-	case d.Verdict == Ask:
-		// Options.Approve decides on the call's goroutine, so a person may
-		// take their time (within the run's); the call takes its place in
-		// the concurrency queue once approved.
-		return func(ctx context.Context) (json.RawMessage, error) {
-			defer ex.finished(len(input))
-			if a := ex.rt.approve(ctx, req, d.Reason); a.Verdict != Allow {
-				ex.deny(index, 0)
-				return nil, deniedError(c.Path, a.Reason)
-			}
-			out, err := ex.perform(ctx, ex.limiter.enqueue(), index, name, input, run, output)
-			if err == nil && !builtin {
-				ex.txRecord(index, name, c.Path, input, out)
-			}
-			return out, err
-		}, nil
-	}
-	slot := ex.limiter.enqueue()
-	return func(ctx context.Context) (json.RawMessage, error) {
-		defer ex.finished(len(input))
-		out, err := ex.perform(ctx, slot, index, name, input, run, output)
-		if err == nil && !builtin {
-			ex.txRecord(index, name, c.Path, input, out)
-		}
-		return out, err
-	}, nil
-}
-
-// builtin reports whether name is a built-in tool of the Runtime.
-func (rt *Runtime) builtin(name string) bool {
-	return name == "search" || slices.Contains(txTools, name) || rt.opts.Store != nil && slices.Contains(stateTools, name)
-}
-
-// deny records a call the policy refused; inputBytes leave the pending
-// counts (zero when the call's work does that itself).
-func (ex *execution) deny(index, inputBytes int) {
-	ex.mu.Lock()
-	if index < len(ex.calls) {
-		ex.calls[index].Outcome = OutcomeDenied
-	}
-	if inputBytes > 0 {
-		ex.pending--
-		ex.pendingBytes -= inputBytes
-	}
-	ex.mu.Unlock()
-}
-
-// deniedError is what the program sees of a denied call.
-func deniedError(path []string, reason string) error {
-	msg := jsPath(path) + " was denied"
-	if reason != "" {
-		msg += ": " + reason
-	}
-	return &sandbox.CallError{Kind: string(ToolFailure), Message: msg}
-}
-
-// decide asks the policy, turning a panic into a denial.
-func (rt *Runtime) decide(ctx context.Context, req CallRequest) (d Decision) {
-	defer func() {
-		if p := recover(); p != nil {
-			d = Decision{Verdict: Deny, Reason: "the host's policy failed"}
-		}
-	}()
-	d = rt.opts.Policy(ctx, req)
-	if d.Verdict != Allow && d.Verdict != Deny && d.Verdict != Ask {
-		d = Decision{Verdict: Deny, Reason: "the host's policy gave no verdict"}
-	}
-	return d
-}
-
-// approve asks Options.Approve about a call the policy asked for; without
-// it, nobody can approve, and the call is denied.
-func (rt *Runtime) approve(ctx context.Context, req CallRequest, question string) (d Decision) {
-	if rt.opts.Approve == nil {
-		return Decision{Verdict: Deny, Reason: "it needs approval, and nobody can approve it here"}
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			d = Decision{Verdict: Deny, Reason: "the approval failed"}
-		}
-	}()
-	d = rt.opts.Approve(ctx, req, question)
-	if ctx.Err() != nil {
-		return Decision{Verdict: Deny, Reason: "the run ended before an answer came"}
-	}
-	if d.Verdict != Allow && d.Reason == "" {
-		d.Reason = "not approved"
-	}
-	return d
-}
-
 // finished retires a call from the pending counts.
 func (ex *execution) finished(inputBytes int) {
 	ex.mu.Lock()
@@ -454,20 +264,31 @@ func (ex *execution) finished(inputBytes int) {
 	ex.mu.Unlock()
 }
 
-// perform runs an admitted call once it has a concurrency slot.
-func (ex *execution) perform(ctx context.Context, slot *ticket, index int, name string, input json.RawMessage,
-	run func(context.Context, json.RawMessage) (any, error), output *jsonschema.Resolved) (json.RawMessage, error) {
+// perform runs an admitted call once it has its concurrency slot (nil
+// for calls that take none).
+func (ex *execution) perform(ctx context.Context, slot *ticket, a *admitted) (json.RawMessage, error) {
 	failed := &sandbox.CallError{Kind: string(ToolFailure), Message: "Tool execution failed"}
-	if err := slot.wait(ctx); err != nil {
-		return nil, failed // it never started: nothing to report
+	if slot != nil {
+		if err := slot.wait(ctx); err != nil {
+			return nil, failed // it never started: nothing to report
+		}
+		defer ex.limiter.release()
 	}
-	defer ex.limiter.release()
-	c := ex.begin(ctx, ToolCallStart{Index: index, Name: name, Input: input})
+	if a.tx != nil && ex.txRolledBack(a.tx) {
+		return nil, &sandbox.CallError{Kind: string(ToolFailure), Message: jsPath(a.path) + " did not run: its transaction was rolled back first"}
+	}
+	// A call made in a transaction is followed until it returns, within
+	// the grace, so that what it did is known and can be undone.
+	follow := ctx
+	if a.tx != nil {
+		follow = ex.grace
+	}
+	c := ex.begin(ctx, follow, ToolCallStart{Index: a.index, Name: a.name, Input: a.input})
 	if c == nil {
 		return nil, failed // the run ended first
 	}
-	end := ToolCallEnd{Index: index, Name: name, Input: input}
-	v, err := callTool(c.ctx, run, input)
+	end := ToolCallEnd{Index: a.index, Name: a.name, Input: a.input}
+	v, err := callTool(c.ctx, a.run, a.input)
 	if err != nil {
 		msg := publicMessage(err)
 		end.Outcome, end.Message, end.Err = OutcomeError, msg, err
@@ -478,13 +299,18 @@ func (ex *execution) perform(ctx context.Context, slot *ticket, index int, name 
 		return nil, &sandbox.CallError{Kind: string(ToolFailure), Message: msg}
 	}
 	out, err := toolOutput(v)
-	if err == nil && output != nil {
-		err = validateOutput(output, out)
+	if err == nil && a.output != nil {
+		err = validateOutput(a.output, out)
 	}
 	if err != nil {
 		end.Outcome, end.Message = OutcomeInvalidOutput, err.Error()
 		c.end(end, nil)
-		return nil, &sandbox.CallError{Kind: string(InvalidToolOutput), Message: jsPath(strings.Split(name, ".")) + " returned " + err.Error()}
+		return nil, &sandbox.CallError{Kind: string(InvalidToolOutput), Message: jsPath(a.path) + " returned " + err.Error()}
+	}
+	if a.host {
+		// Before the end is reported: once it is, the run may be
+		// settling the transaction.
+		ex.txRecord(a.tx, a.index, a.name, a.path, a.input, out)
 	}
 	end.Outcome = OutcomeOK
 	c.end(end, out)
@@ -505,8 +331,10 @@ type running struct {
 }
 
 // begin reports a call's start, unless the run has ended or the call's
-// context has (then it must not run, and begin returns nil).
-func (ex *execution) begin(ctx context.Context, s ToolCallStart) *running {
+// context has (then it must not run, and begin returns nil). Its end is
+// reported as cancelled when follow ends first: the call's own context,
+// or for calls in a transaction the run's grace.
+func (ex *execution) begin(ctx, follow context.Context, s ToolCallStart) *running {
 	ex.mu.Lock()
 	if ex.over || ctx.Err() != nil {
 		ex.mu.Unlock()
@@ -520,7 +348,7 @@ func (ex *execution) begin(ctx context.Context, s ToolCallStart) *running {
 	}
 	ex.rt.hookStart(c.ctx, s)
 	c.start = time.Now()
-	c.stop = context.AfterFunc(ctx, func() {
+	c.stop = context.AfterFunc(follow, func() {
 		c.report(ToolCallEnd{Index: s.Index, Name: s.Name, Input: s.Input, Outcome: OutcomeCancelled}, nil)
 	})
 	return c
@@ -588,7 +416,9 @@ func (ex *execution) result(sr sandbox.Result) Result {
 	ex.mu.Lock()
 	ex.over = true
 	ex.mu.Unlock()
+	ex.endGrace()
 	ex.ends.Wait()
+	ex.settling.Wait() // a rollback under way finishes within the grace
 	ex.mu.Lock()
 	ex.frozen = true
 	calls := append([]ToolCall{}, ex.calls...)

@@ -55,11 +55,14 @@ type Options struct {
 	OnToolCallEnd   func(ctx context.Context, call ToolCallEnd)
 
 	// Policy, when set, decides about every call of a host tool before it
-	// runs: Allow, Deny (the program gets a ToolError with the reason and
-	// the audit says "denied") or Ask. It is called on the run's goroutine,
-	// in call order, with the run's context, so it must be quick: a policy
-	// that needs to consult someone answers Ask. Rules.Policy makes one
-	// from declared rules. A panic denies the call.
+	// runs, inside transactions too: Allow, Deny (the program gets a
+	// ToolError with the reason and the audit says "denied") or Ask. Any
+	// other answer, Unset included, denies, as does a panic. A
+	// transaction's begin is judged by every tool it declares
+	// (CallRequest.Declared). It is called on the run's goroutine, in call
+	// order, with the run's context, so it must be quick: a policy that
+	// needs to consult someone answers Ask. Rules.Policy makes one from
+	// declared rules.
 	//
 	// In a suspendable run (ExecuteSuspendable, Resume), calls the policy
 	// allows run at once, and those it asks about wait as pending calls
@@ -73,6 +76,22 @@ type Options struct {
 	// ctx ends with the run). Anything but Allow denies the call, with the
 	// decision's reason. Nil denies every such call.
 	Approve func(ctx context.Context, call CallRequest, question string) Decision
+
+	// MaxAskInputBytes bounds the input of a call the policy asks about,
+	// as canonical JSON (CallRequest.Input): whoever approves a call sees
+	// all of its input, so a larger one is denied (the program reads
+	// why) rather than shown in part. Zero means DefaultMaxAskInputBytes.
+	MaxAskInputBytes int
+
+	// CompensationGrace bounds undoing a transaction (see
+	// tools.$codemode.begin): when a run ends with one open, or the
+	// program rolls one back, its calls still running get this long to
+	// return, and then its compensations get this long in all. A
+	// compensation still running then is abandoned, as a tool call that
+	// ignores its context is, and reported as not undone. So Execute
+	// returns at most twice this long after its run ends. Zero means
+	// DefaultCompensationGrace.
+	CompensationGrace time.Duration
 
 	// Store, when set, gives programs tools.$codemode.store, load and
 	// keys: JSON values kept for their session (WithSession) from one run
@@ -237,6 +256,9 @@ const (
 	DefaultCellIdleTimeout    = 10 * time.Minute
 	DefaultCellYieldBytes     = 4096
 
+	DefaultMaxAskInputBytes  = 8 << 10
+	DefaultCompensationGrace = 5 * time.Second
+
 	DefaultMaxMemoryBytes = 64 << 20
 	DefaultMaxConcurrency = 8
 	DefaultCatalogBudget  = 2000
@@ -278,6 +300,15 @@ func (o *Options) normalize() error {
 	}
 	if o.CellYieldBytes == 0 {
 		o.CellYieldBytes = DefaultCellYieldBytes
+	}
+	if o.MaxAskInputBytes < 0 || o.CompensationGrace < 0 {
+		return bad("MaxAskInputBytes and CompensationGrace may not be negative")
+	}
+	if o.MaxAskInputBytes == 0 {
+		o.MaxAskInputBytes = DefaultMaxAskInputBytes
+	}
+	if o.CompensationGrace == 0 {
+		o.CompensationGrace = DefaultCompensationGrace
 	}
 	if o.CatalogBudget == 0 {
 		o.CatalogBudget = DefaultCatalogBudget

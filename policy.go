@@ -4,18 +4,25 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
+
+	"github.com/codemode-go/codemode/internal/discovery"
+	"github.com/codemode-go/codemode/internal/pattern"
 )
 
-// Verdict is a policy's answer for one tool call.
+// Verdict is a policy's answer for one tool call. The zero value is
+// Unset, which grants nothing: a policy that returns it denies the call.
 type Verdict int
 
 // The verdicts.
 const (
+	// Unset is no verdict. A policy that returns it (say, a forgotten
+	// Decision{}) denies the call; in Rules, a class left Unset takes
+	// Default's verdict, and an Unset Default denies.
+	Unset Verdict = iota
 	// Allow: the call runs.
-	Allow Verdict = iota
+	Allow
 	// Deny: the call does not run; the program gets a ToolError (kind
 	// ToolFailure) with the decision's reason, which it can catch.
 	Deny
@@ -28,6 +35,8 @@ const (
 
 func (v Verdict) String() string {
 	switch v {
+	case Unset:
+		return "unset"
 	case Allow:
 		return "allow"
 	case Deny:
@@ -36,6 +45,26 @@ func (v Verdict) String() string {
 		return "ask"
 	}
 	return fmt.Sprintf("Verdict(%d)", int(v))
+}
+
+// strictness orders verdicts from the one that grants most to the one
+// that grants least: Allow, Ask, Deny (and anything else, which denies).
+func (v Verdict) strictness() int {
+	switch v {
+	case Allow:
+		return 0
+	case Ask:
+		return 1
+	}
+	return 2
+}
+
+// stricter returns whichever of a and b grants less.
+func stricter(a, b Verdict) Verdict {
+	if b.strictness() > a.strictness() {
+		return b
+	}
+	return a
 }
 
 // ParseVerdict reads "allow", "deny" or "ask".
@@ -64,8 +93,10 @@ type CallRequest struct {
 	// Name is the tool's dot-joined path, Path its segments.
 	Name string
 	Path []string
-	// Input is the call's argument, as the program gave it (it has passed
-	// the tool's input schema).
+	// Input is the call's argument, after it passed the tool's input
+	// schema, written as CanonicalJSON writes it: the very value the tool
+	// gets, in the one form in which nothing in it can hide another part.
+	// Show it whole, or not at all.
 	Input json.RawMessage
 	// Annotations are the tool's (nil when it has none).
 	Annotations *Annotations
@@ -77,6 +108,12 @@ type CallRequest struct {
 	// Source is "codemode": the call comes from a program, not straight
 	// from the model.
 	Source string
+	// Declared marks a tool a transaction's begin declares (see
+	// tools.$codemode.begin): the policy is asked about each before the
+	// transaction opens, with no Input, since no call is made yet; a Deny
+	// for one denies the begin, an Ask makes it a question. Each call is
+	// still judged, with its input, when it is made.
+	Declared bool
 }
 
 // CallSource is CallRequest.Source.
@@ -96,59 +133,70 @@ func sessionOf(ctx context.Context) string {
 }
 
 // Rules are a policy declared rather than written: a verdict by what a
-// tool's annotations say, with exceptions by name. Rules{ReadOnly: Allow,
-// Destructive: Deny, Default: Ask} runs reads, refuses deletions and asks
-// about everything else. Tools without annotations fall under Default.
+// tool's annotations say, with exceptions by name.
+// Rules{ReadOnly: Allow, Destructive: Deny, Default: Ask} runs reads,
+// refuses deletions and asks about everything else.
+//
+// The order, for one call:
+//  1. The Tools patterns that match the call's path. Among them, those
+//     no other matching pattern is strictly more specific than decide
+//     (a name without wildcards is more specific than "orders.*", which
+//     is more specific than "*.*"); when several decide, the strictest
+//     verdict wins: Deny over Ask over Allow. So "shop.*": Deny with
+//     "*.get*": Allow denies shop.getCustomer (neither pattern covers the
+//     other), while "shop.get*": Allow would allow it.
+//  2. Else the tool's class: Destructive for tools annotated destructive,
+//     ReadOnly for tools annotated read-only (a tool that claims both is
+//     judged by the stricter of the two), Default for every other tool.
+//     A class left Unset takes Default's verdict.
+//  3. An Unset Default denies: the zero Rules deny every call.
 type Rules struct {
-	// ReadOnly applies to tools annotated read-only.
+	// ReadOnly applies to tools annotated read-only; Unset means Default.
 	ReadOnly Verdict
-	// Destructive applies to tools annotated destructive.
+	// Destructive applies to tools annotated destructive; Unset means
+	// Default.
 	Destructive Verdict
-	// Default applies to every other tool.
+	// Default applies to every tool no other rule decides; Unset denies.
 	Default Verdict
-	// Tools overrides by tool name, matched with path.Match against the
-	// dot-joined name ("orders.*", "admin.reset"). The most specific
-	// match wins: a name without wildcards, else the longest pattern.
+	// Tools overrides by tool name. A key is a pattern written as a call
+	// site is, without "tools.": "orders.refund", "orders.*", "*.get*",
+	// or files["v1.get"] for a segment that holds a dot. '*' matches any
+	// run of characters within one segment (a tool name is one segment
+	// whatever it contains, slashes and dots included), '?' one
+	// character. A key that is not a valid pattern, or a verdict that is
+	// Unset, denies every call, so that a typo never grants anything.
 	Tools map[string]Verdict
 	// Reason is given with Deny and Ask; empty means a sentence naming the
 	// tool.
 	Reason string
 }
 
+type toolRule struct {
+	p pattern.Pattern
+	v Verdict
+}
+
 // Policy returns the rules as an Options.Policy.
 func (r Rules) Policy() func(context.Context, CallRequest) Decision {
-	patterns := make([]string, 0, len(r.Tools))
-	for p := range r.Tools {
-		patterns = append(patterns, p)
+	var rules []toolRule
+	broken := ""
+	for k, v := range r.Tools {
+		p, err := pattern.Parse(k)
+		if err != nil || v == Unset {
+			broken = k
+			continue
+		}
+		rules = append(rules, toolRule{p, v})
 	}
-	slices.SortFunc(patterns, func(a, b string) int {
-		wa, wb := strings.ContainsAny(a, "*?["), strings.ContainsAny(b, "*?[")
-		switch {
-		case wa != wb && !wa:
-			return -1
-		case wa != wb:
-			return 1
-		case len(a) != len(b):
-			return len(b) - len(a)
-		}
-		return strings.Compare(a, b)
-	})
 	return func(_ context.Context, c CallRequest) Decision {
-		v := r.Default
-		switch a := c.Annotations; {
-		case a != nil && a.ReadOnly:
-			v = r.ReadOnly
-		case a != nil && a.Destructive:
-			v = r.Destructive
-		}
-		for _, p := range patterns {
-			if ok, _ := path.Match(p, c.Name); ok {
-				v = r.Tools[p]
-				break
-			}
+		v := r.verdict(rules, c)
+		if broken != "" {
+			v = Deny
 		}
 		reason := r.Reason
 		switch {
+		case broken != "":
+			reason = fmt.Sprintf("the host's rule %q is not valid, so every call is denied", broken)
 		case reason != "":
 		case v == Deny:
 			reason = c.Name + " is not allowed here"
@@ -159,11 +207,76 @@ func (r Rules) Policy() func(context.Context, CallRequest) Decision {
 	}
 }
 
+// verdict applies the order documented on Rules.
+func (r Rules) verdict(rules []toolRule, c CallRequest) Verdict {
+	path := c.Path
+	if path == nil {
+		path = strings.Split(c.Name, ".")
+	}
+	var matched []toolRule
+	for _, tr := range rules {
+		if tr.p.Match(path) {
+			matched = append(matched, tr)
+		}
+	}
+	if len(matched) > 0 {
+		v := Allow
+		for _, m := range matched {
+			overridden := slices.ContainsFunc(matched, func(o toolRule) bool { return o.p.MoreSpecific(m.p) })
+			if !overridden {
+				v = stricter(v, m.v)
+			}
+		}
+		return v
+	}
+	class := func(v Verdict) Verdict {
+		if v == Unset {
+			return r.Default
+		}
+		return v
+	}
+	v := r.Default
+	switch a := c.Annotations; {
+	case a != nil && a.ReadOnly && a.Destructive:
+		v = stricter(class(r.ReadOnly), class(r.Destructive))
+	case a != nil && a.Destructive:
+		v = class(r.Destructive)
+	case a != nil && a.ReadOnly:
+		v = class(r.ReadOnly)
+	}
+	if v == Unset {
+		return Deny
+	}
+	return v
+}
+
+// Unmatched returns the Tools patterns that match none of rt's tools, in
+// order: most likely a typo, or a namespace whose server is not there.
+func (r Rules) Unmatched(rt *Runtime) []string {
+	var out []string
+	for k := range r.Tools {
+		p, err := pattern.Parse(k)
+		if err == nil && slices.ContainsFunc(rt.tools, func(e *toolEntry) bool { return p.Match(e.path) }) {
+			continue
+		}
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// The classes ParseRules reads.
+var ruleClasses = []string{"readonly", "destructive", "default"}
+
 // ParseRules reads rules written as "readonly=allow,destructive=deny,
-// default=ask,orders.refund=ask": the three classes by name, anything
-// else a tool-name pattern. Classes not given are Allow.
+// default=ask,orders.refund=ask": the classes readonly, destructive and
+// default by name, and tool patterns (see Rules.Tools), which always have
+// a namespace. A word that is neither (a misspelt class), a pattern given
+// twice, and a verdict other than allow, deny or ask are errors. Classes
+// not given take default's verdict; without default, they deny.
 func ParseRules(s string) (Rules, error) {
 	var r Rules
+	seen := map[string]bool{}
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
@@ -177,7 +290,12 @@ func ParseRules(s string) (Rules, error) {
 		if err != nil {
 			return Rules{}, err
 		}
-		switch k = strings.TrimSpace(k); k {
+		k = strings.TrimSpace(k)
+		if seen[k] {
+			return Rules{}, fmt.Errorf("codemode: rule %q: %s is given twice", part, k)
+		}
+		seen[k] = true
+		switch k {
 		case "readonly":
 			r.ReadOnly = verdict
 		case "destructive":
@@ -185,8 +303,13 @@ func ParseRules(s string) (Rules, error) {
 		case "default":
 			r.Default = verdict
 		default:
-			if _, err := path.Match(k, ""); err != nil {
-				return Rules{}, fmt.Errorf("codemode: rule %q: bad pattern: %v", part, err)
+			p, err := pattern.Parse(k)
+			if err != nil {
+				return Rules{}, fmt.Errorf("codemode: rule %q: %w", part, err)
+			}
+			if p.Segments() < 2 {
+				return Rules{}, fmt.Errorf("codemode: rule %q: %q is not a class (%s) nor a tool pattern, which has a namespace (orders.refund, orders.*)%s",
+					part, k, strings.Join(ruleClasses, ", "), didYouMean(k, ruleClasses))
 			}
 			if r.Tools == nil {
 				r.Tools = map[string]Verdict{}
@@ -195,4 +318,16 @@ func ParseRules(s string) (Rules, error) {
 		}
 	}
 	return r, nil
+}
+
+// didYouMean suggests the word of words nearest to w, when one is near.
+func didYouMean(w string, words []string) string {
+	paths := make([][]string, len(words))
+	for i, c := range words {
+		paths[i] = []string{c}
+	}
+	if near := discovery.Suggest(strings.ToLower(w), paths, 1); len(near) > 0 {
+		return "; did you mean " + words[near[0]] + "?"
+	}
+	return ""
 }

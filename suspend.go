@@ -59,9 +59,17 @@ type PendingCall struct {
 	Name  string          `json:"name"`
 	Path  []string        `json:"path"`
 	Input json.RawMessage `json:"input"`
+	// Annotations are the tool's (nil when it has none, and for a
+	// transaction's begin, whose Reason names each tool it declares with
+	// its annotations).
+	Annotations *Annotations `json:"annotations,omitempty"`
 	// Reason is the policy's question when it asked about the call (see
 	// Options.Policy); empty when the run holds every call.
 	Reason string `json:"reason,omitempty"`
+	// Deadline, when not zero, is when the run times out (see
+	// Suspended.Deadline): Call does not start the call after it, and
+	// ends the tool's context then.
+	Deadline time.Time `json:"deadline,omitzero"`
 }
 
 // CallResult is the result of a pending call, delivered by
@@ -120,6 +128,7 @@ type stateHeader struct {
 	Admitted    int           `json:"admitted"`
 	Held        []heldEntry   `json:"held"`
 	Tx          *transaction  `json:"tx,omitempty"`
+	RolledBack  []int         `json:"rolledBack,omitempty"` // transactions rolled back with calls held
 }
 
 // heldEntry links a sandbox call to its audit entry.
@@ -129,6 +138,17 @@ type heldEntry struct {
 	Path   []string        `json:"path"`
 	Input  json.RawMessage `json:"input"`
 	Reason string          `json:"reason,omitempty"` // the policy's question
+	Tx     *int            `json:"tx,omitempty"`     // the transaction it was made in
+}
+
+// heldCall is a call a suspendable run holds, by its sandbox call id:
+// its audit index, its input as judged (canonical), the policy's question
+// and the transaction it was made in.
+type heldCall struct {
+	index  int
+	input  json.RawMessage
+	reason string
+	tx     *int
 }
 
 const stateMagic = "CMSTATE1"
@@ -247,10 +267,9 @@ func (rt *Runtime) resume(ctx, runCtx context.Context, h *stateHeader, inner []b
 	ex := rt.newExecution(runCtx, src, h.Limits, true)
 	ex.runID = h.RunID
 	ex.calls, ex.admitted = h.Calls, h.Admitted
-	ex.tx = h.Tx
+	ex.tx, ex.rolledBack = h.Tx, h.RolledBack
 	for _, e := range h.Held {
-		ex.held[e.Seq] = e.Index
-		ex.asks[e.Index] = e.Reason
+		ex.held[e.Seq] = heldCall{index: e.Index, input: e.Input, reason: e.Reason, tx: e.Tx}
 		if !delivered[e.Index] {
 			ex.pending++
 			ex.pendingBytes += len(e.Input)
@@ -267,12 +286,24 @@ func (rt *Runtime) resume(ctx, runCtx context.Context, h *stateHeader, inner []b
 	}
 	ex.deadline = deadline
 	var deliveries []sandbox.Delivery
-	if deadline.IsZero() || now.Before(deadline) {
-		// (A run resumed after its deadline ends at once: its calls were
-		// still running when it timed out, as far as it knows.)
-		for _, r := range results {
-			deliveries = append(deliveries, ex.delivery(byIndex[r.ID], r))
+	inTime := deadline.IsZero() || now.Before(deadline)
+	var late []txStep
+	for _, r := range results {
+		// A result delivered after the deadline is recorded as what it
+		// was — the call was made — but the program, which ended at its
+		// deadline, never sees it.
+		d, undo := ex.delivery(byIndex[r.ID], r)
+		if inTime {
+			deliveries = append(deliveries, d)
 		}
+		if undo != nil {
+			late = append(late, *undo)
+		}
+	}
+	if len(late) > 0 {
+		// Calls of a transaction the program rolled back while they were
+		// pending: they took effect, so they are undone now.
+		ex.compensate(late, 0)
 	}
 	sr, err := rt.sb.Resume(runCtx, ex.request(deadline), inner, deliveries, away)
 	switch {
@@ -291,15 +322,20 @@ func (rt *Runtime) resume(ctx, runCtx context.Context, h *stateHeader, inner []b
 }
 
 // delivery turns a result into what the program sees, and records the
-// call's outcome in the audit.
-func (ex *execution) delivery(e heldEntry, r CallResult) sandbox.Delivery {
-	d := sandbox.Delivery{ID: e.Seq}
+// call's outcome in the audit and, when it completed, in its transaction.
+// undo is set for a completed call whose transaction was rolled back
+// while it was pending.
+func (ex *execution) delivery(e heldEntry, r CallResult) (d sandbox.Delivery, undo *txStep) {
+	d = sandbox.Delivery{ID: e.Seq}
 	outcome, path := OutcomeOK, jsPath(e.Path)
 	var oe *outputError
 	switch {
 	case r.Denied != "":
 		outcome = OutcomeDenied
 		d.Err = deniedError(e.Path, r.Denied)
+	case errors.Is(r.Err, ErrOutOfTime):
+		outcome = OutcomeCancelled
+		d.Err = &sandbox.CallError{Kind: string(ToolFailure), Message: path + " was not called: the run was out of time"}
 	case errors.As(r.Err, &oe):
 		outcome = OutcomeInvalidOutput
 		d.Err = &sandbox.CallError{Kind: string(InvalidToolOutput), Message: path + " returned " + oe.err.Error()}
@@ -325,8 +361,14 @@ func (ex *execution) delivery(e heldEntry, r CallResult) sandbox.Delivery {
 		if err != nil {
 			outcome = OutcomeInvalidOutput
 			d.Err = &sandbox.CallError{Kind: string(InvalidToolOutput), Message: path + " returned " + err.Error()}
-		} else {
-			ex.txRecord(e.Index, ex.calls[e.Index].Name, e.Path, e.Input, out)
+		} else if e.Tx != nil {
+			step := txStep{Index: e.Index, Name: ex.calls[e.Index].Name, Path: e.Path, Input: e.Input, Output: out}
+			switch {
+			case ex.tx != nil && ex.tx.ID == *e.Tx:
+				ex.txRecord(ex.tx, step.Index, step.Name, step.Path, step.Input, step.Output)
+			case slices.Contains(ex.rolledBack, *e.Tx):
+				undo = &step
+			}
 		}
 		d.Out = out
 	}
@@ -334,7 +376,7 @@ func (ex *execution) delivery(e heldEntry, r CallResult) sandbox.Delivery {
 		ex.calls[e.Index].Outcome = outcome
 		ex.calls[e.Index].DurationMs = r.Duration.Milliseconds()
 	}
-	return d
+	return d, undo
 }
 
 // step ends a part of a suspendable run: with its Result when the run
@@ -353,7 +395,9 @@ func (rt *Runtime) step(ctx, runCtx context.Context, ex *execution, sr sandbox.R
 	h.Calls = append([]ToolCall{}, ex.calls...)
 	h.Admitted = ex.admitted
 	h.Tx = ex.tx
+	h.RolledBack = slices.Clone(ex.rolledBack)
 	ex.mu.Unlock()
+	ex.endGrace()
 	h.Engine, h.Tools = engine.SHA256, rt.treeSum()
 	h.Step++
 	h.Limits = ex.lim
@@ -365,11 +409,11 @@ func (rt *Runtime) step(ctx, runCtx context.Context, ex *execution, sr sandbox.R
 	h.NextTimer = sr.Suspended.NextTimer
 	h.Held = h.Held[:0:0]
 	for _, c := range sr.Suspended.Held {
-		index, ok := ex.held[c.ID]
+		hc, ok := ex.held[c.ID]
 		if !ok {
 			return Result{ToolCalls: h.Calls}, nil, fmt.Errorf("codemode: internal error: held call %d has no audit entry", c.ID)
 		}
-		h.Held = append(h.Held, heldEntry{Seq: c.ID, Index: index, Path: c.Path, Input: c.Input, Reason: ex.asks[index]})
+		h.Held = append(h.Held, heldEntry{Seq: c.ID, Index: hc.index, Path: c.Path, Input: hc.input, Reason: hc.reason, Tx: hc.tx})
 	}
 	state, err := rt.sealState(&h, sr.Suspended.State)
 	if err != nil {
@@ -379,17 +423,21 @@ func (rt *Runtime) step(ctx, runCtx context.Context, ex *execution, sr sandbox.R
 	for _, e := range h.Held {
 		audit[e.Index].Outcome = OutcomePending
 	}
-	return Result{ToolCalls: audit}, suspended(&h, state), nil
+	return Result{ToolCalls: audit}, rt.suspended(&h, state), nil
 }
 
 // suspended describes a state from its header.
-func suspended(h *stateHeader, state []byte) *Suspended {
+func (rt *Runtime) suspended(h *stateHeader, state []byte) *Suspended {
 	s := &Suspended{State: state, RunID: h.RunID, Step: h.Step, NextTimer: h.NextTimer, Pending: []PendingCall{}}
 	if h.Limits.Timeout > 0 && h.Limits.CountAway {
 		s.Deadline = time.Unix(0, h.SuspendedAt).Add(h.Remaining)
 	}
 	for _, e := range h.Held {
-		s.Pending = append(s.Pending, PendingCall{ID: e.Index, Name: h.Calls[e.Index].Name, Path: e.Path, Input: e.Input, Reason: e.Reason})
+		p := PendingCall{ID: e.Index, Name: h.Calls[e.Index].Name, Path: e.Path, Input: e.Input, Reason: e.Reason, Deadline: s.Deadline}
+		if entry := rt.index[pathKey(e.Path)]; entry != nil {
+			p.Annotations = entry.tool.Annotations
+		}
+		s.Pending = append(s.Pending, p)
 	}
 	return s
 }
@@ -407,7 +455,7 @@ func (rt *Runtime) Inspect(state []byte) (*Suspended, error) {
 	if err != nil {
 		return nil, err
 	}
-	return suspended(h, state), nil
+	return rt.suspended(h, state), nil
 }
 
 // sealState writes a state: the magic, the header's length and JSON, the
@@ -484,13 +532,29 @@ type outputError struct{ err error }
 func (e *outputError) Error() string { return "invalid tool output: " + e.err.Error() }
 func (e *outputError) Unwrap() error { return e.err }
 
+// ErrOutOfTime is the error of a CallResult for a call that was not made
+// because its run was out of time (Runtime.Call makes it after
+// PendingCall.Deadline); the audit records such a call as cancelled.
+var ErrOutOfTime = errors.New("codemode: the run is out of time, so the call was not made")
+
 // Call runs a pending call's tool as a run would: the hooks see it
 // (ToolCallStart.Index is the call's ID), the input is the program's, and
 // the output is checked. The result is ready for Resume. ctx bounds the
 // tool, which may take as long as the host allows: a suspended run holds
-// nothing while it waits.
+// nothing while it waits. When the call has a Deadline, Call makes no
+// call after it (the result's Err is ErrOutOfTime) and ends the tool's
+// context then.
 func (rt *Runtime) Call(ctx context.Context, call PendingCall) CallResult {
 	res := CallResult{ID: call.ID}
+	if !call.Deadline.IsZero() {
+		if !time.Now().Before(call.Deadline) {
+			res.Err = ErrOutOfTime
+			return res
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, call.Deadline)
+		defer cancel()
+	}
 	if isTxTool(call.Path) {
 		// An approved begin: Resume opens the transaction.
 		res.Output = json.RawMessage(`{}`)

@@ -405,8 +405,20 @@ return o.total`
 		if err != nil || s2 != nil || !errors.Is(res.Err(), TimeoutExceeded) || len(res.Logs) != 0 {
 			t.Fatalf("resumed after its deadline: %v %s", err, clip(res))
 		}
-		if res.ToolCalls[0].Outcome != OutcomeCancelled {
+		// The call was made in time: the audit says how it went, though
+		// the program never saw it.
+		if res.ToolCalls[0].Outcome != OutcomeOK {
 			t.Fatalf("the call the run timed out waiting for: %+v", res.ToolCalls)
+		}
+		// Made after the deadline, the call is not made at all.
+		made := ran.Load()
+		late := rt.Call(ctx, s.Pending[0])
+		if !errors.Is(late.Err, ErrOutOfTime) || ran.Load() != made {
+			t.Fatalf("a call after the deadline: %+v, tool ran %d times more", late, ran.Load()-made)
+		}
+		res, _, err = rt2.Resume(ctx, s.State, late)
+		if err != nil || !errors.Is(res.Err(), TimeoutExceeded) || res.ToolCalls[0].Outcome != OutcomeCancelled {
+			t.Fatalf("resumed with a call not made: %v %s", err, clip(res))
 		}
 	})
 	t.Run("timers", func(t *testing.T) {

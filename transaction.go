@@ -3,6 +3,7 @@ package codemode
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,20 +19,29 @@ import (
 //	await tools.orders.ship({ ... })
 //	await tools.$codemode.commit({ tx })
 //
-// While it is open, only the declared tools may be called, and a policy
-// is asked once, about the begin call (CallRequest.Name
-// "$codemode.begin", its input the touched set), instead of about each
-// call. When the run fails or times out with the transaction open, or the
-// program calls tools.$codemode.rollback({ tx }), the calls that completed
-// in it are compensated in reverse order (Tool.Compensate), each recorded
-// in the audit as "<tool>#compensate" with its outcome. A run that ends
-// well with a transaction open commits it.
+// While it is open, only the declared tools may be called. The policy
+// judges the begin by every declared tool (see judgeBegin) and each call
+// when it is made, as it would outside a transaction. When the run fails
+// or times out with the transaction open, or the program calls
+// tools.$codemode.rollback({ tx }), the transaction's calls still running
+// get CompensationGrace to return, and then the calls that completed are
+// compensated in reverse order of completion (Tool.Compensate) within
+// CompensationGrace more, each recorded in the audit as
+// "<tool>#compensate" with its outcome. What could not be undone is
+// reported, never dropped. A run that ends well with a transaction open
+// commits it.
 
-// transaction is an open transaction of a run.
+// transaction is a transaction of a run. The exported fields travel in a
+// suspended run's state; the others live in this process, under ex.mu.
 type transaction struct {
 	ID      int      `json:"id"` // the begin call's audit index
 	Touches []string `json:"touches"`
 	Done    []txStep `json:"done,omitempty"` // completed calls, in completion order
+
+	running    int           // calls made here that have not returned
+	ending     bool          // committing or rolling back: no call joins it
+	rolledBack bool          // calls that have not started never will
+	drained    chan struct{} // closed when running reaches zero while ending
 }
 
 type txStep struct {
@@ -42,14 +52,20 @@ type txStep struct {
 	Output json.RawMessage `json:"output"`
 }
 
-// compensationTimeout bounds the compensations of a run that ended.
-const compensationTimeout = 30 * time.Second
-
 // The transaction built-ins, below SearchNamespace.
 var txTools = []string{"begin", "commit", "rollback"}
 
 func isTxTool(path []string) bool {
 	return len(path) == 2 && path[0] == SearchNamespace && slices.Contains(txTools, path[1])
+}
+
+// txID is a transaction's id, or nil for none.
+func txID(tx *transaction) *int {
+	if tx == nil {
+		return nil
+	}
+	id := tx.ID
+	return &id
 }
 
 // parseTouches reads begin's input: the names of tools of the Runtime.
@@ -68,64 +84,96 @@ func (rt *Runtime) parseTouches(raw json.RawMessage) ([]string, error) {
 	return in.Touches, nil
 }
 
-// txCheck is what an open transaction says of a call of a host tool:
-// refused when outside the touched set, and allowed without asking the
-// policy when inside.
-func (ex *execution) txCheck(name string, path []string) (inTx bool, err error) {
+// txFor is the open transaction a call of a host tool belongs to: nil
+// when none is open, and an error when the tool is outside its touched
+// set.
+func (ex *execution) txFor(name string, path []string) (*transaction, error) {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
 	if ex.tx == nil {
-		return false, nil
+		return nil, nil
 	}
 	if !slices.Contains(ex.tx.Touches, name) {
-		return false, &callError{kind: ToolFailure, msg: fmt.Sprintf("%s is not in the open transaction's touched set (%s); commit it first, or declare it in begin",
+		return nil, &callError{kind: ToolFailure, msg: fmt.Sprintf("%s is not in the open transaction's touched set (%s); commit it first, or declare it in begin",
 			jsPath(path), strings.Join(ex.tx.Touches, ", "))}
 	}
-	return true, nil
+	return ex.tx, nil
 }
 
-// txRecord records a completed call in the open transaction.
-func (ex *execution) txRecord(index int, name string, path []string, input, output json.RawMessage) {
+// startTxCall and endTxCall count a transaction's calls that run here.
+func (ex *execution) startTxCall(tx *transaction) {
+	if tx == nil {
+		return
+	}
+	ex.mu.Lock()
+	tx.running++
+	ex.mu.Unlock()
+}
+
+func (ex *execution) endTxCall(tx *transaction) {
+	if tx == nil {
+		return
+	}
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
-	if ex.tx != nil && index > ex.tx.ID {
-		ex.tx.Done = append(ex.tx.Done, txStep{Index: index, Name: name, Path: path, Input: input, Output: output})
+	if tx.running--; tx.running == 0 && tx.drained != nil {
+		close(tx.drained)
+		tx.drained = nil
 	}
+}
+
+func (ex *execution) txRolledBack(tx *transaction) bool {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	return tx.rolledBack
+}
+
+// txRecord records a completed call in its transaction.
+func (ex *execution) txRecord(tx *transaction, index int, name string, path []string, input, output json.RawMessage) {
+	if tx == nil {
+		return
+	}
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	tx.Done = append(tx.Done, txStep{Index: index, Name: name, Path: path, Input: input, Output: output})
 }
 
 // txTool serves begin, commit and rollback.
 func (ex *execution) txTool(name string, index int) func(context.Context, json.RawMessage) (any, error) {
 	return func(ctx context.Context, raw json.RawMessage) (any, error) {
-		switch name {
-		case "begin":
+		if name == "begin" {
 			touches, err := ex.rt.parseTouches(raw)
 			if err != nil {
 				return nil, ToolError(err.Error())
 			}
 			return ex.openTx(index, touches)
-		case "commit", "rollback":
-			var in struct {
-				Tx *int `json:"tx"`
-			}
-			_ = json.Unmarshal(raw, &in)
-			ex.mu.Lock()
-			tx := ex.tx
-			if tx == nil || in.Tx == nil || *in.Tx != tx.ID {
-				ex.mu.Unlock()
-				return nil, ToolError("pass { tx } of the open transaction (begin returns it)")
-			}
-			ex.tx = nil
-			ex.mu.Unlock()
-			if name == "commit" {
-				return map[string]int{"committed": len(tx.Done)}, nil
-			}
-			undone, problems := ex.compensate(ctx, tx)
-			if len(problems) > 0 {
-				return nil, ToolError("the rollback is incomplete: " + strings.Join(problems, "; "))
-			}
-			return map[string][]string{"rolledBack": undone}, nil
 		}
-		return nil, ToolError("no such transaction tool")
+		var in struct {
+			Tx *int `json:"tx"`
+		}
+		_ = json.Unmarshal(raw, &in)
+		ex.mu.Lock()
+		tx := ex.tx
+		if tx == nil || in.Tx == nil || *in.Tx != tx.ID {
+			ex.mu.Unlock()
+			return nil, ToolError("pass { tx } of the open transaction (begin returns it)")
+		}
+		ex.tx = nil
+		if name == "rollback" {
+			// The Result waits for a rollback that outlives the run.
+			ex.settling.Add(1)
+			defer ex.settling.Done()
+		}
+		ex.mu.Unlock()
+		stragglers := ex.closeTx(tx, name == "rollback")
+		if name == "commit" {
+			return map[string]int{"committed": len(tx.Done)}, nil
+		}
+		undone, problems := ex.compensate(ex.doneSteps(tx), stragglers)
+		if len(problems) > 0 {
+			return nil, ToolError("the rollback is incomplete: " + strings.Join(problems, "; "))
+		}
+		return map[string][]string{"rolledBack": undone}, nil
 	}
 }
 
@@ -139,24 +187,78 @@ func (ex *execution) openTx(index int, touches []string) (any, error) {
 	return map[string]int{"tx": index}, nil
 }
 
-// compensate undoes a transaction's completed calls, latest first, and
-// records each compensation in the audit. It returns the tools undone and
-// what could not be.
-func (ex *execution) compensate(ctx context.Context, tx *transaction) (undone, problems []string) {
-	for i := len(tx.Done) - 1; i >= 0; i-- {
-		step := tx.Done[i]
+// closeTx ends a transaction: no call joins it any more, and with
+// rollback none of its calls that has not started will. It waits for the
+// calls of it still running, until the run's grace ends, and returns how
+// many were still running then.
+func (ex *execution) closeTx(tx *transaction, rollback bool) (stragglers int) {
+	ex.mu.Lock()
+	if ex.tx == tx {
+		ex.tx = nil
+	}
+	tx.ending = true
+	if rollback {
+		tx.rolledBack = true
+		ex.rolledBack = append(ex.rolledBack, tx.ID)
+	}
+	if tx.running == 0 {
+		ex.mu.Unlock()
+		return 0
+	}
+	drained := make(chan struct{})
+	tx.drained = drained
+	ex.mu.Unlock()
+	select {
+	case <-drained:
+		return 0
+	case <-ex.grace.Done():
+		ex.mu.Lock()
+		defer ex.mu.Unlock()
+		return tx.running
+	}
+}
+
+// doneSteps is a snapshot of a transaction's completed calls.
+func (ex *execution) doneSteps(tx *transaction) []txStep {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	return slices.Clone(tx.Done)
+}
+
+// compensate undoes completed calls, latest first, within
+// CompensationGrace, and records each compensation in the audit. It
+// returns the tools undone and what was not, stragglers (calls still
+// running when the transaction was closed) included.
+func (ex *execution) compensate(steps []txStep, stragglers int) (undone, problems []string) {
+	if stragglers > 0 {
+		problems = append(problems, fmt.Sprintf("%s of the transaction still running after %v, so whether %s took effect is unknown",
+			plural(stragglers, "call was", "calls were"), ex.rt.opts.CompensationGrace, plural(stragglers, "it", "they")))
+	}
+	grace := ex.rt.opts.CompensationGrace
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ex.ctx), grace)
+	defer cancel()
+	for i := len(steps) - 1; i >= 0; i-- {
+		step := steps[i]
 		entry := ex.rt.index[pathKey(step.Path)]
 		if entry == nil || entry.tool.Compensate == nil {
 			problems = append(problems, step.Name+" cannot be undone (it has no compensation)")
 			continue
 		}
+		if ctx.Err() != nil {
+			problems = append(problems, step.Name+" was not undone: no time was left")
+			continue
+		}
 		start := time.Now()
-		err := callCompensate(ctx, entry.tool.Compensate, step.Input, step.Output)
+		err := compensateWithin(ctx, entry.tool.Compensate, step.Input, step.Output)
 		call := ToolCall{Name: step.Name + "#compensate", Outcome: OutcomeOK, DurationMs: time.Since(start).Milliseconds()}
-		if err != nil {
+		switch {
+		case errors.Is(err, errAbandoned):
+			call.Outcome = OutcomeError
+			problems = append(problems, fmt.Sprintf("%s was not undone: its compensation did not finish within %v and was abandoned, so whether it took effect is unknown", step.Name, grace))
+		case err != nil:
 			call.Outcome = OutcomeError
 			problems = append(problems, step.Name+" was not undone: "+publicMessage(err))
-		} else {
+		default:
 			undone = append(undone, step.Name)
 		}
 		ex.mu.Lock()
@@ -167,14 +269,36 @@ func (ex *execution) compensate(ctx context.Context, tx *transaction) (undone, p
 	return undone, problems
 }
 
-// callCompensate runs a compensation, turning a panic into an error.
-func callCompensate(ctx context.Context, f func(context.Context, json.RawMessage, json.RawMessage) error, input, output json.RawMessage) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("compensation panicked: %v", p)
-		}
+// errAbandoned: a compensation did not return before its context ended.
+var errAbandoned = errors.New("abandoned")
+
+// compensateWithin runs a compensation, turning a panic into an error,
+// and stops waiting for it when ctx ends, as a tool that ignores its
+// context is not waited for.
+func compensateWithin(ctx context.Context, f func(context.Context, json.RawMessage, json.RawMessage) error, input, output json.RawMessage) error {
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- fmt.Errorf("compensation panicked: %v", p)
+			}
+		}()
+		done <- f(ctx, input, output)
 	}()
-	return f(ctx, input, output)
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return errAbandoned
+	}
+}
+
+// plural picks the singular or plural form for n, prefixed with n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // endTx settles a transaction still open when the run ended: a failed run
@@ -182,24 +306,28 @@ func callCompensate(ctx context.Context, f func(context.Context, json.RawMessage
 func (ex *execution) endTx(res *Result) {
 	ex.mu.Lock()
 	tx := ex.tx
-	ex.tx = nil
 	ex.mu.Unlock()
-	if tx == nil || res.OK {
+	if tx == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ex.ctx), compensationTimeout)
-	defer cancel()
+	if res.OK {
+		ex.closeTx(tx, false)
+		return
+	}
+	stragglers := ex.closeTx(tx, true)
 	ex.mu.Lock()
 	before := len(ex.calls)
 	ex.mu.Unlock()
-	undone, problems := ex.compensate(ctx, tx)
-	note := fmt.Sprintf("the open transaction was rolled back (%d of %d calls undone)", len(undone), len(tx.Done))
+	steps := ex.doneSteps(tx)
+	undone, problems := ex.compensate(steps, stragglers)
+	note := fmt.Sprintf("the open transaction was rolled back (%d of %d calls undone)", len(undone), len(steps))
 	if len(problems) > 0 {
 		note += "; the rollback is incomplete: " + strings.Join(problems, "; ")
 	}
 	if res.Error != nil {
 		res.Error.Message += "; " + note
 	}
+	ex.txNote = note
 	ex.mu.Lock()
 	res.ToolCalls = append(res.ToolCalls, ex.calls[before:]...)
 	ex.mu.Unlock()

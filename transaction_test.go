@@ -138,33 +138,39 @@ return out`)
 	}
 }
 
-// TestTransactionApprovedOnce: a policy that asks about every call asks
-// once about the transaction's touched set, in Execute and in a suspended
-// run resumed elsewhere.
-func TestTransactionApprovedOnce(t *testing.T) {
+// TestTransactionCallsJudgedOneByOne: a policy that asks about every
+// call is asked about the begin (naming every declared tool) and then
+// about each call, with its input, in Execute and in a suspended run
+// resumed elsewhere: approving the begin approves no call.
+func TestTransactionCallsJudgedOneByOne(t *testing.T) {
 	var l ledger
 	var asked []string
 	opts := Options{Tools: l.tools("", ""), Policy: Rules{Default: Ask}.Policy(), StateKey: testStateKey,
-		Approve: func(_ context.Context, c CallRequest, _ string) Decision {
+		Approve: func(_ context.Context, c CallRequest, q string) Decision {
 			asked = append(asked, c.Name+" "+string(c.Input))
+			if c.Name == "$codemode.begin" && !strings.Contains(q, "tools.shop.charge (no annotations") {
+				return Decision{Verdict: Deny, Reason: "the question does not name the tools: " + q}
+			}
 			return Decision{Verdict: Allow}
 		}}
 	rt := mustNew(t, opts)
 	res, _ := rt.Execute(context.Background(), threeSteps)
-	if !res.OK || len(asked) != 1 || !strings.HasPrefix(asked[0], "$codemode.begin ") {
+	want := []string{`$codemode.begin {"touches":["shop.reserve","shop.charge","shop.ship"]}`, "shop.reserve {}", "shop.charge {}", "shop.ship {}"}
+	if !res.OK || fmt.Sprint(asked) != fmt.Sprint(want) {
 		t.Fatalf("%s asked %q", clip(res), asked)
 	}
 	res, s, err := rt.ExecuteSuspendable(context.Background(), threeSteps)
 	if err != nil || s == nil || len(s.Pending) != 1 || s.Pending[0].Name != "$codemode.begin" {
 		t.Fatalf("%v %+v %s", err, s, clip(res))
 	}
-	later := mustNew(t, opts)
-	res, s, err = later.Resume(context.Background(), s.State, later.Call(context.Background(), s.Pending[0]))
-	if err != nil || s != nil || !res.OK {
-		t.Fatalf("%v %+v %s", err, s, clip(res))
+	steps := 0
+	for s != nil && err == nil {
+		later := mustNew(t, opts)
+		steps++
+		res, s, err = later.Resume(context.Background(), s.State, later.Call(context.Background(), s.Pending[0]))
 	}
-	if got := fmt.Sprint(len(res.ToolCalls)); got != "5" {
-		t.Fatalf("audit %+v", res.ToolCalls)
+	if err != nil || !res.OK || steps != 4 || len(res.ToolCalls) != 5 {
+		t.Fatalf("%v %s after %d steps", err, clip(res), steps)
 	}
 }
 

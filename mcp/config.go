@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/internal/pattern"
 	"github.com/codemode-go/codemode/internal/redact"
 )
 
@@ -457,42 +458,16 @@ func (sc UpstreamConfig) allowed(tool string) bool {
 	return !matchAny(sc.Deny, tool)
 }
 
+// matchAny matches a tool's name on its server against the patterns,
+// with the rules policies use: the name is one segment, '*' any run of
+// characters in it (slashes and dots included), '?' one character.
 func matchAny(patterns []string, name string) bool {
 	for _, p := range patterns {
-		if glob(p, name) {
+		if pattern.Glob(p, name) {
 			return true
 		}
 	}
 	return false
-}
-
-// glob matches name against a pattern where '*' is any run of characters
-// (slashes and dots included, unlike path.Match: MCP tool names are not
-// paths) and '?' is one character.
-func glob(pattern, name string) bool {
-	p, n := []rune(pattern), []rune(name)
-	pi, ni := 0, 0
-	star, mark := -1, 0
-	for ni < len(n) {
-		switch {
-		case pi < len(p) && (p[pi] == '?' || p[pi] == n[ni]):
-			pi++
-			ni++
-		case pi < len(p) && p[pi] == '*':
-			star, mark = pi, ni
-			pi++
-		case star >= 0:
-			pi = star + 1
-			mark++
-			ni = mark
-		default:
-			return false
-		}
-	}
-	for pi < len(p) && p[pi] == '*' {
-		pi++
-	}
-	return pi == len(p)
 }
 
 func contains(list []string, s string) bool {

@@ -1,0 +1,352 @@
+package codemode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/codemode-go/codemode/internal/sandbox"
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// Admission.
+//
+// Every call the program makes passes admit, in call order, before it can
+// run: the tool must exist, the run must have calls left, the input must
+// fit the tool's schema, and then the host decides. Built-ins that only
+// read (search) or keep the session's values run at once; every call of a
+// host tool is judged by the policy, inside a transaction too, and a
+// transaction's begin is judged by every tool it declares. Nothing an
+// earlier decision said can turn a later Deny into an Allow.
+
+// admitted is a call that passed the checks, with what it needs to run.
+type admitted struct {
+	index int
+	name  string
+	path  []string
+	input json.RawMessage // the program's: what the tool gets
+	// shown is input as a policy and a person see it: canonical JSON,
+	// the same value written one way only (nil when nobody judges).
+	shown json.RawMessage
+	run   func(context.Context, json.RawMessage) (any, error)
+	// output validates a host tool's result when the tool asks for it.
+	output *jsonschema.Resolved
+	// host: a tool of the host's, not a built-in.
+	host bool
+	// tx is the transaction the call was made in; nil outside one.
+	tx *transaction
+	// free: the call takes no concurrency slot (transaction built-ins,
+	// which may wait for the transaction's own calls).
+	free bool
+}
+
+// admit is called by the sandbox, in call order, for every tool call.
+func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
+	builtin, entry, err := ex.target(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := ex.checkCallLimit(c.Path); err != nil {
+		return nil, err
+	}
+	a := &admitted{path: c.Path, input: c.Input, host: entry != nil}
+	var touches []string
+	switch {
+	case builtin == "search":
+		if err := validateSearch(c.Input); err != nil {
+			return nil, invalidInput(c.Path, err)
+		}
+		a.name, a.run = SearchNamespace+".search", ex.rt.searchTool
+	case builtin == "begin" || builtin == "commit" || builtin == "rollback":
+		if builtin == "begin" {
+			if touches, err = ex.rt.parseTouches(c.Input); err != nil {
+				return nil, invalidInput(c.Path, err)
+			}
+		}
+		a.name, a.free = SearchNamespace+"."+builtin, true
+	case builtin != "":
+		a.name, a.run = SearchNamespace+"."+builtin, ex.rt.stateTool(builtin, ex.session)
+	default:
+		if err := validateInput(entry, c); err != nil {
+			return nil, err
+		}
+		a.name, a.run, a.output = entry.name, entry.tool.Run, entry.output
+	}
+	judged := ex.rt.opts.Policy != nil || ex.hold
+	if judged && (a.host || builtin == "begin") {
+		// Whoever judges the call sees the value that runs, written one
+		// way only: no order of keys or invisible character can hide a
+		// part of it.
+		if a.shown, err = CanonicalJSON(c.Input); err != nil {
+			return nil, invalidInput(c.Path, fmt.Errorf("it is not JSON: %w", err))
+		}
+	}
+	if a.index, err = ex.reserve(a); err != nil {
+		return nil, err
+	}
+	if builtin == "begin" || builtin == "commit" || builtin == "rollback" {
+		a.run = ex.txTool(builtin, a.index)
+	}
+	d := Decision{Verdict: Allow}
+	switch {
+	case builtin == "begin":
+		d = ex.judgeBegin(a, touches)
+	case a.host:
+		if a.tx, err = ex.txFor(a.name, a.path); err != nil {
+			ex.deny(a.index, len(a.input))
+			return nil, &sandbox.CallError{Kind: string(ToolFailure), Message: err.Error()}
+		}
+		d = ex.judge(ex.callRequest(a, entry))
+	}
+	return ex.decided(c.ID, a, entry, d)
+}
+
+// target finds what a call calls: a built-in (its name) or a host tool.
+func (ex *execution) target(c sandbox.Call) (builtin string, entry *toolEntry, err error) {
+	if len(c.Path) == 2 && c.Path[0] == SearchNamespace && ex.rt.builtin(c.Path[1]) {
+		return c.Path[1], nil, nil
+	}
+	key := c.Key
+	if key == "" {
+		key = pathKey(c.Path)
+	}
+	if entry = ex.rt.index[key]; entry == nil {
+		return "", nil, &sandbox.CallError{Kind: string(UnknownTool), Message: fmt.Sprintf("%s is not a tool", jsPath(c.Path))}
+	}
+	return "", entry, nil
+}
+
+// checkCallLimit refuses a call past MaxToolCalls.
+func (ex *execution) checkCallLimit(path []string) error {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	limit := ex.lim.MaxToolCalls
+	if limit < 0 || (limit > 0 && ex.admitted >= limit) {
+		return &sandbox.CallError{Kind: string(ToolCallLimitExceeded),
+			Message: fmt.Sprintf("the run may make at most %d tool calls; %s was not called", max(limit, 0), jsPath(path))}
+	}
+	return nil
+}
+
+func invalidInput(path []string, err error) error {
+	return &sandbox.CallError{Kind: string(InvalidToolInput), Message: "input for " + jsPath(path) + " is invalid: " + err.Error()}
+}
+
+// validateInput checks a host tool's input against its schema.
+func validateInput(entry *toolEntry, c sandbox.Call) error {
+	if entry.resolved == nil {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(c.Input, &v); err != nil {
+		return &sandbox.CallError{Kind: string(InvalidToolInput), Message: "input for " + jsPath(c.Path) + " is not JSON"}
+	}
+	if err := entry.resolved.Validate(v); err != nil {
+		return invalidInput(c.Path, err)
+	}
+	return nil
+}
+
+// reserve gives an admitted call its audit index and counts it as under
+// way, unless the run has as many calls or bytes under way as it may.
+func (ex *execution) reserve(a *admitted) (int, error) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if ex.pending >= maxPendingCalls || int64(ex.pendingBytes+len(a.input)) > ex.lim.MaxMemoryBytes {
+		return 0, &sandbox.CallError{Kind: string(ToolCallLimitExceeded),
+			Message: fmt.Sprintf("%s was not called: %d calls with %d bytes of input are already waiting or running, and a run may have at most %d calls and %d bytes of input under way; await calls before starting more",
+				jsPath(a.path), ex.pending, ex.pendingBytes, maxPendingCalls, ex.lim.MaxMemoryBytes)}
+	}
+	ex.pending++
+	ex.pendingBytes += len(a.input)
+	index := ex.admitted
+	ex.admitted++
+	if !ex.frozen {
+		ex.calls = append(ex.calls, ToolCall{Name: a.name})
+	}
+	return index, nil
+}
+
+// request describes a call to the policy and to whoever approves it.
+func (ex *execution) callRequest(a *admitted, entry *toolEntry) CallRequest {
+	req := CallRequest{Name: a.name, Path: a.path, Input: a.shown, Index: a.index,
+		RunID: ex.runID, Session: ex.session, Source: CallSource}
+	if entry != nil {
+		req.Annotations = entry.tool.Annotations
+	}
+	return req
+}
+
+// judge asks the policy about a call of a host tool. Without a policy, a
+// suspendable run holds every call and Execute runs it.
+func (ex *execution) judge(req CallRequest) Decision {
+	switch {
+	case ex.rt.opts.Policy != nil:
+		return ex.rt.decide(ex.ctx, req)
+	case ex.hold:
+		return Decision{Verdict: Ask} // held without a question
+	}
+	return Decision{Verdict: Allow}
+}
+
+// judgeBegin judges a transaction's begin by the tools it declares: the
+// policy is asked about each (CallRequest.Declared, with no input, since
+// the calls are not made yet). One denied tool denies the begin; else one
+// asked about makes the begin a question naming every tool with its
+// annotations. The calls themselves are still judged one by one when
+// they are made: approving a begin approves opening the transaction, not
+// its calls.
+func (ex *execution) judgeBegin(a *admitted, touches []string) Decision {
+	if ex.rt.opts.Policy == nil {
+		return Decision{Verdict: Allow}
+	}
+	var asks, lines []string
+	for _, name := range touches {
+		e := ex.rt.byName[name]
+		req := CallRequest{Name: e.name, Path: e.path, Annotations: e.tool.Annotations, Index: a.index,
+			RunID: ex.runID, Session: ex.session, Source: CallSource, Declared: true}
+		d := ex.rt.decide(ex.ctx, req)
+		line := "- " + jsPath(e.path) + annotationNote(e.tool.Annotations)
+		switch d.Verdict {
+		case Deny:
+			msg := "the transaction declares " + e.name + ", which is denied"
+			if d.Reason != "" {
+				msg += " (" + d.Reason + ")"
+			}
+			return Decision{Verdict: Deny, Reason: msg}
+		case Ask:
+			asks = append(asks, e.name)
+			if d.Reason != "" {
+				line += ": " + d.Reason
+			}
+		}
+		lines = append(lines, line)
+	}
+	if len(asks) == 0 {
+		return Decision{Verdict: Allow}
+	}
+	return Decision{Verdict: Ask, Reason: "Allow a transaction that may call these tools? (Each call is still judged when it is made.)\n" +
+		strings.Join(lines, "\n")}
+}
+
+// annotationNote is " (read-only, idempotent)" for a tool's annotations,
+// or " (no annotations: it may change anything)".
+func annotationNote(a *Annotations) string {
+	tags := a.tags()
+	if len(tags) == 0 {
+		return " (no annotations: it may change anything)"
+	}
+	words := make([]string, len(tags))
+	for i, t := range tags {
+		words[i] = strings.TrimPrefix(t, "@")
+	}
+	return " (" + strings.Join(words, ", ") + ")"
+}
+
+// decided turns a decision about an admitted call into what the sandbox
+// does with it: an error, a held call, or work.
+func (ex *execution) decided(id int, a *admitted, entry *toolEntry, d Decision) (sandbox.Work, error) {
+	if d.Verdict == Ask && d.Reason != "" && len(a.shown) > ex.rt.opts.MaxAskInputBytes {
+		d = Decision{Verdict: Deny, Reason: fmt.Sprintf("its input is %d bytes of JSON, more than the %d a person can be asked to approve; pass less",
+			len(a.shown), ex.rt.opts.MaxAskInputBytes)}
+	}
+	switch {
+	case d.Verdict == Deny:
+		ex.deny(a.index, len(a.input))
+		return nil, deniedError(a.path, d.Reason)
+	case d.Verdict == Ask && ex.hold:
+		ex.mu.Lock()
+		ex.held[id] = heldCall{index: a.index, input: a.input, reason: d.Reason, tx: txID(a.tx)}
+		ex.mu.Unlock()
+		return nil, sandbox.ErrHold
+	}
+	ex.startTxCall(a.tx)
+	var slot *ticket
+	if d.Verdict == Allow && !a.free {
+		slot = ex.limiter.enqueue()
+	}
+	return func(ctx context.Context) (json.RawMessage, error) {
+		defer ex.finished(len(a.input))
+		defer ex.endTxCall(a.tx)
+		if d.Verdict == Ask {
+			// Options.Approve decides on the call's goroutine, so a person
+			// may take their time (within the run's); the call takes its
+			// place in the concurrency queue once approved.
+			if ans := ex.rt.approve(ctx, ex.callRequest(a, entry), d.Reason); ans.Verdict != Allow {
+				ex.deny(a.index, 0)
+				return nil, deniedError(a.path, ans.Reason)
+			}
+			slot = ex.limiter.enqueue()
+		}
+		return ex.perform(ctx, slot, a)
+	}, nil
+}
+
+// builtin reports whether name is a built-in tool of the Runtime.
+func (rt *Runtime) builtin(name string) bool {
+	return name == "search" || slices.Contains(txTools, name) || rt.opts.Store != nil && slices.Contains(stateTools, name)
+}
+
+// deny records a call the policy refused; inputBytes leave the pending
+// counts (zero when the call's work does that itself).
+func (ex *execution) deny(index, inputBytes int) {
+	ex.mu.Lock()
+	if index < len(ex.calls) {
+		ex.calls[index].Outcome = OutcomeDenied
+	}
+	if inputBytes > 0 {
+		ex.pending--
+		ex.pendingBytes -= inputBytes
+	}
+	ex.mu.Unlock()
+}
+
+// deniedError is what the program sees of a denied call.
+func deniedError(path []string, reason string) error {
+	msg := jsPath(path) + " was denied"
+	if reason != "" {
+		msg += ": " + reason
+	}
+	return &sandbox.CallError{Kind: string(ToolFailure), Message: msg}
+}
+
+// decide asks the policy. A panic, and any answer but Allow, Deny or
+// Ask (Unset included), deny the call.
+func (rt *Runtime) decide(ctx context.Context, req CallRequest) (d Decision) {
+	defer func() {
+		if p := recover(); p != nil {
+			d = Decision{Verdict: Deny, Reason: "the host's policy failed"}
+		}
+	}()
+	d = rt.opts.Policy(ctx, req)
+	if d.Verdict != Allow && d.Verdict != Deny && d.Verdict != Ask {
+		d = Decision{Verdict: Deny, Reason: "the host's policy gave no verdict"}
+	}
+	if d.Verdict == Ask && d.Reason == "" {
+		d.Reason = "allow " + req.Name + "?"
+	}
+	return d
+}
+
+// approve asks Options.Approve about a call the policy asked for; without
+// it, nobody can approve, and the call is denied.
+func (rt *Runtime) approve(ctx context.Context, req CallRequest, question string) (d Decision) {
+	if rt.opts.Approve == nil {
+		return Decision{Verdict: Deny, Reason: "it needs approval, and nobody can approve it here"}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			d = Decision{Verdict: Deny, Reason: "the approval failed"}
+		}
+	}()
+	d = rt.opts.Approve(ctx, req, question)
+	if ctx.Err() != nil {
+		return Decision{Verdict: Deny, Reason: "the run ended before an answer came"}
+	}
+	if d.Verdict != Allow && d.Reason == "" {
+		d.Reason = "not approved"
+	}
+	return d
+}
