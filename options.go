@@ -86,11 +86,11 @@ type Options struct {
 	// CompensationGrace bounds undoing a transaction (see
 	// tools.$codemode.begin): when a run ends with one open, or the
 	// program rolls one back, its calls still running get this long to
-	// return, and then its compensations get this long in all. A
-	// compensation still running then is abandoned, as a tool call that
-	// ignores its context is, and reported as not undone. So Execute
-	// returns at most twice this long after its run ends. Zero means
-	// DefaultCompensationGrace.
+	// return, and then each compensation gets this long. A compensation
+	// still running then is abandoned, as a tool call that ignores its
+	// context is, and reported as not undone; the next one goes on. So
+	// Execute returns at most (1 + compensations) times this long after
+	// its run ends. Zero means DefaultCompensationGrace.
 	CompensationGrace time.Duration
 
 	// Store, when set, gives programs tools.$codemode.store, load and

@@ -25,8 +25,8 @@ import (
 // or times out with the transaction open, or the program calls
 // tools.$codemode.rollback({ tx }), the transaction's calls still running
 // get CompensationGrace to return, and then the calls that completed are
-// compensated in reverse order of completion (Tool.Compensate) within
-// CompensationGrace more, each recorded in the audit as
+// compensated in reverse order of completion (Tool.Compensate), each
+// within CompensationGrace and recorded in the audit as
 // "<tool>#compensate" with its outcome. What could not be undone is
 // reported, never dropped. A run that ends well with a transaction open
 // commits it.
@@ -230,13 +230,13 @@ func (ex *execution) doneSteps(tx *transaction) []txStep {
 // returns the tools undone and what was not, stragglers (calls still
 // running when the transaction was closed) included.
 func (ex *execution) compensate(steps []txStep, stragglers int) (undone, problems []string) {
-	if stragglers > 0 {
-		problems = append(problems, fmt.Sprintf("%s of the transaction still running after %v, so whether %s took effect is unknown",
-			plural(stragglers, "call was", "calls were"), ex.rt.opts.CompensationGrace, plural(stragglers, "it", "they")))
-	}
 	grace := ex.rt.opts.CompensationGrace
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ex.ctx), grace)
-	defer cancel()
+	switch {
+	case stragglers == 1:
+		problems = append(problems, fmt.Sprintf("1 of its calls was still running after %v, so whether it took effect is unknown", grace))
+	case stragglers > 1:
+		problems = append(problems, fmt.Sprintf("%d of its calls were still running after %v, so whether they took effect is unknown", stragglers, grace))
+	}
 	for i := len(steps) - 1; i >= 0; i-- {
 		step := steps[i]
 		entry := ex.rt.index[pathKey(step.Path)]
@@ -244,12 +244,8 @@ func (ex *execution) compensate(steps []txStep, stragglers int) (undone, problem
 			problems = append(problems, step.Name+" cannot be undone (it has no compensation)")
 			continue
 		}
-		if ctx.Err() != nil {
-			problems = append(problems, step.Name+" was not undone: no time was left")
-			continue
-		}
 		start := time.Now()
-		err := compensateWithin(ctx, entry.tool.Compensate, step.Input, step.Output)
+		err := compensateWithin(ex.ctx, grace, entry.tool.Compensate, step.Input, step.Output)
 		call := ToolCall{Name: step.Name + "#compensate", Outcome: OutcomeOK, DurationMs: time.Since(start).Milliseconds()}
 		switch {
 		case errors.Is(err, errAbandoned):
@@ -272,10 +268,13 @@ func (ex *execution) compensate(steps []txStep, stragglers int) (undone, problem
 // errAbandoned: a compensation did not return before its context ended.
 var errAbandoned = errors.New("abandoned")
 
-// compensateWithin runs a compensation, turning a panic into an error,
-// and stops waiting for it when ctx ends, as a tool that ignores its
-// context is not waited for.
-func compensateWithin(ctx context.Context, f func(context.Context, json.RawMessage, json.RawMessage) error, input, output json.RawMessage) error {
+// compensateWithin runs a compensation for at most grace (its context
+// keeps runCtx's values, not its end), turning a panic into an error; it
+// stops waiting for one that ignores its context, as a tool that does is
+// not waited for.
+func compensateWithin(runCtx context.Context, grace time.Duration, f func(context.Context, json.RawMessage, json.RawMessage) error, input, output json.RawMessage) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), grace)
+	defer cancel()
 	done := make(chan error, 1)
 	go func() {
 		defer func() {
@@ -291,14 +290,6 @@ func compensateWithin(ctx context.Context, f func(context.Context, json.RawMessa
 	case <-ctx.Done():
 		return errAbandoned
 	}
-}
-
-// plural picks the singular or plural form for n, prefixed with n.
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
 }
 
 // endTx settles a transaction still open when the run ended: a failed run

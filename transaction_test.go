@@ -196,3 +196,124 @@ func TestTransactionAcrossSuspension(t *testing.T) {
 		t.Fatalf("%v %s\nledger %s", err, clip(res), l.String())
 	}
 }
+
+// slowLedger is a ledger whose steps take a while and may ignore their
+// context, and whose compensations may hang.
+func slowLedger(l *ledger, stepTakes time.Duration, ignoreCtx bool, undoHangs string) Tools {
+	step := func(name string) Tool {
+		return Tool{
+			Run: func(ctx context.Context, _ json.RawMessage) (any, error) {
+				select {
+				case <-time.After(stepTakes):
+				case <-ctx.Done():
+					if !ignoreCtx {
+						l.note(name + ":cancelled")
+						return nil, ctx.Err()
+					}
+					time.Sleep(stepTakes)
+				}
+				l.note(name)
+				return map[string]string{"receipt": name}, nil
+			},
+			Compensate: func(ctx context.Context, _, _ json.RawMessage) error {
+				if name == undoHangs {
+					select {} // ignores its context for good
+				}
+				l.note("undo " + name)
+				return nil
+			},
+		}
+	}
+	return Tools{"shop": Tools{"reserve": step("reserve"), "charge": step("charge"), "ship": step("ship")}}
+}
+
+// TestCompensationIsBounded: a compensation that ignores its context is
+// abandoned after CompensationGrace and reported, never waited for
+// forever, and the others still run.
+func TestCompensationIsBounded(t *testing.T) {
+	var l ledger
+	rt := mustNew(t, Options{Tools: slowLedger(&l, 0, false, "charge"), Timeout: time.Second, CompensationGrace: 200 * time.Millisecond})
+	done := make(chan Result, 1)
+	go func() {
+		res, _ := rt.Execute(context.Background(), `await tools.$codemode.begin({ touches: ["shop.reserve", "shop.charge"] })
+await tools.shop.reserve({}); await tools.shop.charge({}); for (;;) {}`)
+		done <- res
+	}()
+	var res Result
+	select {
+	case res = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Execute waits for a compensation that never returns")
+	}
+	if !errors.Is(res.Err(), TimeoutExceeded) || l.String() != "reserve,charge,undo reserve" ||
+		!strings.Contains(res.Error.Message, "shop.charge was not undone: its compensation did not finish within 200ms and was abandoned") ||
+		!strings.Contains(res.Error.Message, "(1 of 2 calls undone)") {
+		t.Fatalf("%s\nledger %s", clip(res), l.String())
+	}
+	// An explicit rollback is bounded the same way, and the program hears.
+	var l2 ledger
+	rt2 := mustNew(t, Options{Tools: slowLedger(&l2, 0, false, "reserve"), CompensationGrace: 100 * time.Millisecond})
+	res, _ = rt2.Execute(context.Background(), `const { tx } = await tools.$codemode.begin({ touches: ["shop.reserve", "shop.charge"] })
+await tools.shop.reserve({}); await tools.shop.charge({})
+try { await tools.$codemode.rollback({ tx }) } catch (e) { return e.message }`)
+	if !strings.Contains(string(res.Value), "shop.reserve was not undone: its compensation did not finish") || l2.String() != "reserve,charge,undo charge" {
+		t.Fatalf("%s\nledger %s", clip(res), l2.String())
+	}
+}
+
+// TestRollbackCoversCallsInFlight: a call started without await and then
+// rolled back is waited for and undone; a run that fails while calls of
+// its transaction run waits for them within the grace, records how they
+// ended and undoes those that completed.
+func TestRollbackCoversCallsInFlight(t *testing.T) {
+	var l ledger
+	rt := mustNew(t, Options{Tools: slowLedger(&l, 100*time.Millisecond, false, "")})
+	res, _ := rt.Execute(context.Background(), `const { tx } = await tools.$codemode.begin({ touches: ["shop.reserve", "shop.charge"] })
+await tools.shop.reserve({})
+const charge = tools.shop.charge({})
+const r = await tools.$codemode.rollback({ tx })
+return [r, await charge]`)
+	if string(res.Value) != `[{"rolledBack":["shop.charge","shop.reserve"]},{"receipt":"charge"}]` || l.String() != "reserve,charge,undo charge,undo reserve" {
+		t.Fatalf("%s\nledger %s", clip(res), l.String())
+	}
+	for round := range 3 {
+		// Calls that ignore their context finish after the run failed:
+		// the audit says they ran, and they are undone.
+		var l2 ledger
+		rt2 := mustNew(t, Options{Tools: slowLedger(&l2, 100*time.Millisecond, true, ""), CompensationGrace: 5 * time.Second})
+		res, _ = rt2.Execute(context.Background(), `await tools.$codemode.begin({ touches: ["shop.reserve", "shop.charge"] })
+tools.shop.reserve({}); tools.shop.charge({})
+await new Promise((r) => setTimeout(r, 10))
+throw new Error("changed my mind")`)
+		var audit []string
+		for _, c := range res.ToolCalls {
+			audit = append(audit, c.Name+"="+string(c.Outcome))
+		}
+		got := strings.Join(audit, ",")
+		if res.OK || !strings.Contains(got, "shop.reserve=ok") || !strings.Contains(got, "shop.charge=ok") ||
+			!strings.Contains(got, "shop.reserve#compensate=ok") || !strings.Contains(got, "shop.charge#compensate=ok") ||
+			!strings.Contains(res.Error.Message, "(2 of 2 calls undone)") {
+			t.Fatalf("round %d: audit %s\n%s\nledger %s", round, got, clip(res), l2.String())
+		}
+	}
+	// Calls that stop when told: cancelled, and nothing to undo.
+	var l3 ledger
+	rt3 := mustNew(t, Options{Tools: slowLedger(&l3, time.Minute, false, "")})
+	res, _ = rt3.Execute(context.Background(), `await tools.$codemode.begin({ touches: ["shop.charge"] })
+tools.shop.charge({})
+await new Promise((r) => setTimeout(r, 10))
+throw new Error("stop")`)
+	if res.ToolCalls[1].Outcome != OutcomeCancelled || !strings.Contains(res.Error.Message, "(0 of 0 calls undone)") || l3.String() != "charge:cancelled" {
+		t.Fatalf("%s\nledger %s", clip(res), l3.String())
+	}
+	// A call that outlives the grace is reported as unknown.
+	var l4 ledger
+	rt4 := mustNew(t, Options{Tools: slowLedger(&l4, time.Minute, true, ""), CompensationGrace: 100 * time.Millisecond})
+	res, _ = rt4.Execute(context.Background(), `await tools.$codemode.begin({ touches: ["shop.charge"] })
+tools.shop.charge({})
+await new Promise((r) => setTimeout(r, 10))
+throw new Error("stop")`)
+	if !strings.Contains(res.Error.Message, "1 of its calls was still running after 100ms, so whether it took effect is unknown") {
+		t.Fatalf("%s", clip(res))
+	}
+}
