@@ -317,3 +317,27 @@ throw new Error("stop")`)
 		t.Fatalf("%s", clip(res))
 	}
 }
+
+// TestRollbackWithCallsPending: in a suspendable run, a call of a
+// transaction rolled back while the call was pending is undone when its
+// result arrives, in another Runtime.
+func TestRollbackWithCallsPending(t *testing.T) {
+	var l ledger
+	opts := Options{Tools: l.tools("", ""), StateKey: testStateKey}
+	rt := mustNew(t, opts)
+	res, s, err := rt.ExecuteSuspendable(context.Background(), `const { tx } = await tools.$codemode.begin({ touches: ["shop.reserve"] })
+const p = tools.shop.reserve({})
+const r = await tools.$codemode.rollback({ tx })
+return [r, await p]`)
+	if err != nil || s == nil || len(s.Pending) != 1 {
+		t.Fatalf("%v %s", err, clip(res))
+	}
+	later := mustNew(t, opts)
+	res, s, err = later.Resume(context.Background(), s.State, later.Call(context.Background(), s.Pending[0]))
+	if err != nil || s != nil || !res.OK || l.String() != "reserve,undo reserve-1" {
+		t.Fatalf("%v %s\nledger %s", err, clip(res), l.String())
+	}
+	if last := res.ToolCalls[len(res.ToolCalls)-1]; last.Name != "shop.reserve#compensate" || last.Outcome != OutcomeOK {
+		t.Fatalf("audit %+v", res.ToolCalls)
+	}
+}
