@@ -1,0 +1,192 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func implementations(t *testing.T) map[string]Runs {
+	d, err := OpenDirRuns(filepath.Join(t.TempDir(), "runs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]Runs{"memory": &MemoryRuns{}, "dir": d}
+}
+
+func TestRunsContract(t *testing.T) {
+	ctx := context.Background()
+	for name, runs := range implementations(t) {
+		t.Run(name, func(t *testing.T) {
+			if _, _, err := runs.Get(ctx, "r1"); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("get of nothing: %v", err)
+			}
+			rev, err := runs.Create(ctx, "r1", Run{Step: 1, State: "aa"})
+			if err != nil || rev == 0 {
+				t.Fatalf("create: %d %v", rev, err)
+			}
+			if _, err := runs.Create(ctx, "r1", Run{Step: 9}); !errors.Is(err, ErrExists) {
+				t.Fatalf("second create: %v", err)
+			}
+			got, grev, err := runs.Get(ctx, "r1")
+			if err != nil || grev != rev || got.Step != 1 || got.State != "aa" {
+				t.Fatalf("get: %+v %d %v", got, grev, err)
+			}
+			at := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+			rev2, err := runs.Update(ctx, "r1", Run{Step: 1, State: "aa", TakenBy: "me", TakenAt: at}, rev)
+			if err != nil || rev2 == rev {
+				t.Fatalf("update: %d %v", rev2, err)
+			}
+			if _, err := runs.Update(ctx, "r1", Run{Step: 5}, rev); !errors.Is(err, ErrConflict) {
+				t.Fatalf("update at a stale revision: %v", err)
+			}
+			if _, err := runs.Update(ctx, "r1", Run{Step: 5}, rev2+7); !errors.Is(err, ErrConflict) {
+				t.Fatalf("update at a future revision: %v", err)
+			}
+			if err := runs.Delete(ctx, "r1", rev); !errors.Is(err, ErrConflict) {
+				t.Fatalf("delete at a stale revision: %v", err)
+			}
+			got, _, _ = runs.Get(ctx, "r1")
+			if got.TakenBy != "me" || !got.TakenAt.Equal(at) {
+				t.Fatalf("after update: %+v", got)
+			}
+			if err := runs.Delete(ctx, "r1", rev2); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := runs.Get(ctx, "r1"); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("get after delete: %v", err)
+			}
+			if _, err := runs.Update(ctx, "r1", Run{}, rev2); !errors.Is(err, ErrConflict) {
+				t.Fatalf("update after delete: %v", err)
+			}
+			for _, bad := range []string{"", "../x", "a/b", `a\b`, ".", "..", "a b", strings.Repeat("a", MaxIDBytes+1), "é"} {
+				if _, err := runs.Create(ctx, bad, Run{}); !errors.Is(err, ErrBadID) {
+					t.Errorf("create %q: %v", bad, err)
+				}
+			}
+		})
+	}
+}
+
+// TestRunsOneWinner: of many writers holding the same revision, exactly
+// one moves the record on.
+func TestRunsOneWinner(t *testing.T) {
+	ctx := context.Background()
+	for name, runs := range implementations(t) {
+		t.Run(name, func(t *testing.T) {
+			for round := range 20 {
+				id := fmt.Sprintf("race%d", round)
+				rev, err := runs.Create(ctx, id, Run{Step: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var wins, conflicts atomic.Int64
+				var wg sync.WaitGroup
+				for w := range 8 {
+					wg.Go(func() {
+						_, err := runs.Update(ctx, id, Run{Step: 1, TakenBy: fmt.Sprint(w)}, rev)
+						switch {
+						case err == nil:
+							wins.Add(1)
+						case errors.Is(err, ErrConflict):
+							conflicts.Add(1)
+						default:
+							t.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+				if wins.Load() != 1 || conflicts.Load() != 7 {
+					t.Fatalf("round %d: %d wins, %d conflicts", round, wins.Load(), conflicts.Load())
+				}
+			}
+		})
+	}
+}
+
+// TestDirRunsAcrossProcesses: processes racing to take the same record
+// in one directory: one wins.
+func TestDirRunsAcrossProcesses(t *testing.T) {
+	if os.Getenv("STORE_TAKE_DIR") != "" {
+		return // the child's own run of this test
+	}
+	dir := filepath.Join(t.TempDir(), "runs")
+	runs, err := OpenDirRuns(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for round := range 3 {
+		id := fmt.Sprintf("p%d", round)
+		rev, err := runs.Create(ctx, id, Run{Step: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cmds []*exec.Cmd
+		var outs []*strings.Builder
+		for range 4 {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestDirRunsChild$")
+			cmd.Env = append(os.Environ(), "STORE_TAKE_DIR="+dir, "STORE_TAKE_ID="+id, fmt.Sprintf("STORE_TAKE_REV=%d", rev))
+			var out strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			cmds, outs = append(cmds, cmd), append(outs, &out)
+		}
+		wins := 0
+		for i, cmd := range cmds {
+			_ = cmd.Wait()
+			switch {
+			case strings.Contains(outs[i].String(), "TOOK"):
+				wins++
+			case !strings.Contains(outs[i].String(), "CONFLICT"):
+				t.Fatalf("child: %s", outs[i])
+			}
+		}
+		if wins != 1 {
+			t.Fatalf("round %d: %d processes took the record", round, wins)
+		}
+	}
+}
+
+func TestDirRunsChild(t *testing.T) {
+	dir := os.Getenv("STORE_TAKE_DIR")
+	if dir == "" {
+		t.Skip("run by TestDirRunsAcrossProcesses")
+	}
+	runs, err := OpenDirRuns(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rev uint64
+	fmt.Sscan(os.Getenv("STORE_TAKE_REV"), &rev)
+	_, err = runs.Update(context.Background(), os.Getenv("STORE_TAKE_ID"), Run{Step: 1, TakenBy: fmt.Sprint(os.Getpid())}, rev)
+	switch {
+	case err == nil:
+		fmt.Println("TOOK")
+	case errors.Is(err, ErrConflict):
+		fmt.Println("CONFLICT")
+	default:
+		t.Fatal(err)
+	}
+}
+
+func TestOpenDirRunsRefusesLinks(t *testing.T) {
+	real := t.TempDir()
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(real, link); err != nil {
+		t.Skip("no symbolic links here:", err)
+	}
+	if _, err := OpenDirRuns(link); err == nil {
+		t.Fatal("a symbolic link was opened as a run directory")
+	}
+}
