@@ -173,9 +173,11 @@ func (c *cell) wake() {
 // has printed CellYieldBytes since the last Wait, else when timeout
 // passes (with what there is, possibly nothing; zero or less means no
 // timeout) or ctx ends (with ctx's error). Each Wait restarts the cell's
-// idle expiry.
+// idle expiry. A cell belongs to the session that started it (the
+// session of Start's ctx, see WithSession): from any other, Wait returns
+// ErrNoCell, as if there were no such cell.
 func (rt *Runtime) Wait(ctx context.Context, id string, timeout time.Duration) (CellUpdate, error) {
-	c := rt.cell(id)
+	c := rt.cell(sessionOf(ctx), id)
 	if c == nil {
 		return CellUpdate{ID: id}, fmt.Errorf("%w: %s", ErrNoCell, id)
 	}
@@ -218,9 +220,10 @@ func (rt *Runtime) Wait(ctx context.Context, id string, timeout time.Duration) (
 }
 
 // Cancel stops a cell's run; its last Wait returns the partial Result
-// with ctx.Canceled.
-func (rt *Runtime) Cancel(id string) error {
-	c := rt.cell(id)
+// with ctx.Canceled. As with Wait, only the cell's own session (ctx's)
+// can cancel it.
+func (rt *Runtime) Cancel(ctx context.Context, id string) error {
+	c := rt.cell(sessionOf(ctx), id)
 	if c == nil {
 		return fmt.Errorf("%w: %s", ErrNoCell, id)
 	}
@@ -228,11 +231,15 @@ func (rt *Runtime) Cancel(id string) error {
 	return nil
 }
 
-func (rt *Runtime) cell(id string) *cell {
+// cell finds a cell of a session.
+func (rt *Runtime) cell(session, id string) *cell {
 	t := &rt.cellTab
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.cells[id]
+	if c := t.cells[id]; c != nil && c.session == session {
+		return c
+	}
+	return nil
 }
 
 // dropCell forgets a cell (its Result was collected, or it expired).

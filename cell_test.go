@@ -81,7 +81,7 @@ func TestCellWakeups(t *testing.T) {
 	var calls atomic.Int64
 	rt := mustNew(t, Options{Tools: slowTools(&calls, nil), CellYieldBytes: 1 << 20})
 	id, _ := rt.Start(context.Background(), fiftyPages)
-	c := rt.cell(id)
+	c := rt.cell("", id)
 	// Nothing reaches the threshold: one Wait sleeps until the end, woken
 	// once, whatever the run prints meanwhile.
 	u, err := rt.Wait(context.Background(), id, time.Minute)
@@ -102,7 +102,7 @@ func TestCellTimeoutAndCancel(t *testing.T) {
 	if err != nil || u.Done || time.Since(start) < 50*time.Millisecond {
 		t.Fatalf("timeout: %v %+v after %v", err, u, time.Since(start))
 	}
-	if err := rt.Cancel(id); err != nil {
+	if err := rt.Cancel(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
 	u, err = rt.Wait(context.Background(), id, 10*time.Second)
@@ -112,7 +112,7 @@ func TestCellTimeoutAndCancel(t *testing.T) {
 	if n := calls.Load(); n >= 50 {
 		t.Fatalf("the run went on after Cancel: %d calls", n)
 	}
-	if err := rt.Cancel(id); !errors.Is(err, ErrNoCell) {
+	if err := rt.Cancel(context.Background(), id); !errors.Is(err, ErrNoCell) {
 		t.Fatalf("Cancel of a collected cell: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -124,7 +124,7 @@ func TestCellTimeoutAndCancel(t *testing.T) {
 	if _, err := rt.Wait(waitCtx, id, time.Minute); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait under an ending context: %v", err)
 	}
-	_ = rt.Cancel(id)
+	_ = rt.Cancel(context.Background(), id)
 }
 
 func TestCellLimitsAndExpiry(t *testing.T) {
@@ -143,7 +143,7 @@ func TestCellLimitsAndExpiry(t *testing.T) {
 	// Nobody waits for alice's cells: they expire, the slow one is
 	// stopped, and the session can start cells again.
 	time.Sleep(400 * time.Millisecond)
-	if _, err := rt.Wait(context.Background(), a1, time.Millisecond); !errors.Is(err, ErrNoCell) {
+	if _, err := rt.Wait(alice, a1, time.Millisecond); !errors.Is(err, ErrNoCell) {
 		t.Fatalf("expired cell: %v", err)
 	}
 	// The expired cell's run stopped: its calls no longer grow.
@@ -172,5 +172,29 @@ func TestCellsStopWithClose(t *testing.T) {
 	}
 	if _, err := rt.Start(context.Background(), `return 1`); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Start after Close: %v", err)
+	}
+}
+
+// TestCellsBelongToTheirSession: another session cannot collect, cancel
+// or even see a cell, whatever it knows of its id; the owner's Wait is
+// unaffected.
+func TestCellsBelongToTheirSession(t *testing.T) {
+	rt := mustNew(t, Options{})
+	alice, bob := WithSession(context.Background(), "alice"), WithSession(context.Background(), "bob")
+	id, err := rt.Start(alice, `console.log("secret"); await new Promise((r) => setTimeout(r, 100)); return "alice's"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ctx := range map[string]context.Context{"bob": bob, "no session": context.Background(), "a prefix": WithSession(context.Background(), "alic")} {
+		if u, err := rt.Wait(ctx, id, 500*time.Millisecond); !errors.Is(err, ErrNoCell) || u.Logs != nil || u.Result != nil {
+			t.Fatalf("%s waited for alice's cell: %+v %v", name, u, err)
+		}
+		if err := rt.Cancel(ctx, id); !errors.Is(err, ErrNoCell) {
+			t.Fatalf("%s cancelled alice's cell: %v", name, err)
+		}
+	}
+	u, err := rt.Wait(alice, id, 10*time.Second)
+	if err != nil || !u.Done || string(u.Result.Value) != `"alice's"` || len(u.Result.Logs) != 1 {
+		t.Fatalf("alice's own wait: %+v %v", u, err)
 	}
 }

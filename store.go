@@ -32,6 +32,14 @@ type Store interface {
 	Keys(ctx context.Context, session string) ([]string, error)
 }
 
+// Forgetter is a Store that can drop a session's values at once. A host
+// calls Forget when a session ends (the MCP server does), so that values
+// of sessions that will never come back do not pile up; a Store that keeps
+// values with a time to live of its own need not implement it.
+type Forgetter interface {
+	Forget(ctx context.Context, session string) error
+}
+
 // Limits of stored state, whatever the Store.
 const (
 	MaxStateKeyBytes   = 256
@@ -116,6 +124,21 @@ func (m *MemoryStore) Store(_ context.Context, session, key string, value json.R
 	return nil
 }
 
+// Forget implements Forgetter: the session's values are dropped.
+func (m *MemoryStore) Forget(_ context.Context, session string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.sessions, session)
+	return nil
+}
+
+// Sessions returns how many sessions have values.
+func (m *MemoryStore) Sessions() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.sessions)
+}
+
 // Keys implements Store.
 func (m *MemoryStore) Keys(_ context.Context, session string) ([]string, error) {
 	m.mu.Lock()
@@ -141,13 +164,21 @@ func (rt *Runtime) stateTool(name, session string) func(context.Context, json.Ra
 			Key   *string         `json:"key"`
 			Value json.RawMessage `json:"value"`
 		}
+		var keyText struct {
+			Key json.RawMessage `json:"key"`
+		}
 		_ = json.Unmarshal(raw, &in)
+		_ = json.Unmarshal(raw, &keyText)
 		if name != "keys" {
 			switch {
 			case in.Key == nil:
 				return nil, ToolError("pass { key } (a string)")
 			case *in.Key == "" || len(*in.Key) > MaxStateKeyBytes || !utf8.ValidString(*in.Key):
 				return nil, ToolError(fmt.Sprintf("a key is a string of 1 to %d bytes", MaxStateKeyBytes))
+			case loneSurrogate(keyText.Key):
+				// Decoding turns every lone surrogate into U+FFFD, so
+				// "\ud800" and "\udbff" would be one key.
+				return nil, ToolError("a key may not hold a lone surrogate (half of a UTF-16 pair)")
 			}
 		}
 		var err error
@@ -184,4 +215,52 @@ func (rt *Runtime) stateTool(name, session string) func(context.Context, json.Ra
 		}
 		return map[string]bool{"ok": true}, nil
 	}
+}
+
+// loneSurrogate reports whether a JSON string's text escapes a UTF-16
+// surrogate that is not half of a pair.
+func loneSurrogate(s json.RawMessage) bool {
+	for i := 0; i+5 < len(s); i++ {
+		if s[i] != '\\' {
+			continue
+		}
+		if s[i+1] != 'u' {
+			i++ // an escaped character, maybe a backslash
+			continue
+		}
+		u, ok := hex4(s[i+2 : i+6])
+		switch {
+		case !ok:
+		case u >= 0xDC00 && u <= 0xDFFF:
+			return true // a low half with no high half before it
+		case u >= 0xD800 && u <= 0xDBFF:
+			if i+11 >= len(s) || s[i+6] != '\\' || s[i+7] != 'u' {
+				return true
+			}
+			if lo, ok := hex4(s[i+8 : i+12]); !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 6 // the pair's low half
+		}
+		i += 5
+	}
+	return false
+}
+
+func hex4(b json.RawMessage) (rune, bool) {
+	var r rune
+	for _, c := range b {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }

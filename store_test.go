@@ -2,6 +2,7 @@ package codemode
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -49,5 +50,37 @@ return out`)
 	res, _ = plain.Execute(context.Background(), `try { await tools.$codemode.store({ key: "a", value: 1 }) } catch (e) { return e.kind }`)
 	if string(res.Value) != `"UnknownTool"` || strings.Contains(plain.Instructions(), "$codemode.store") {
 		t.Fatalf("without a Store: %s", clip(res))
+	}
+}
+
+// TestStoreKeysWithSurrogates: keys that decoding would merge (lone
+// surrogates all become U+FFFD) are refused; a real pair is a key like any
+// other; a session's values go when it is forgotten.
+func TestStoreKeysWithSurrogates(t *testing.T) {
+	st := NewMemoryStore(0, 0)
+	rt := mustNew(t, Options{Store: st})
+	alice := WithSession(context.Background(), "alice")
+	res, _ := rt.Execute(alice, `const out = []
+for (const key of ["\ud800", "\udbff", "a\udc00", "\ud800x", "x\ud83d", "\\\ud800", "\ud83d\ude00", "\\ud800", "é"]) {
+  try { await tools.$codemode.store({ key, value: key }); out.push("ok") } catch (e) { out.push("refused") }
+}
+return [out, (await tools.$codemode.keys()).keys]`)
+	want := `[["refused","refused","refused","refused","refused","refused","ok","ok","ok"],["\\ud800","é","😀"]]`
+	if string(res.Value) != want {
+		t.Fatalf("%s\nwant %s", res.Value, want)
+	}
+	if st.Sessions() != 1 {
+		t.Fatalf("%d sessions", st.Sessions())
+	}
+	if err := st.Forget(context.Background(), "alice"); err != nil || st.Sessions() != 0 {
+		t.Fatalf("forget: %v, %d sessions", err, st.Sessions())
+	}
+	for _, c := range []struct {
+		text string
+		want bool
+	}{{`"\ud800"`, true}, {`"\ud83d\ude00"`, false}, {`"\\ud800"`, false}, {`"\\\ud800"`, true}, {`"\uDC00"`, true}, {`"\ud800\u0041"`, true}, {`"\u00e9"`, false}, {`"\ud8"`, false}} {
+		if got := loneSurrogate(json.RawMessage(c.text)); got != c.want {
+			t.Errorf("loneSurrogate(%s) = %v", c.text, got)
+		}
 	}
 }

@@ -47,65 +47,88 @@ func supportsRoundTrips(ss *mcpsdk.ServerSession) bool {
 // made for this session (it was changed, or the server restarted).
 var errApprovalState = errors.New("the approval state is not valid here (changed, from another session, or the server restarted): run the program again")
 
+// errApprovalUsed: a request state was used already. Each one continues
+// its run once, so an approval retried or replayed never makes its calls
+// again.
+var errApprovalUsed = errors.New("this approval was answered already (a request state continues its run once): run the program again if it is still needed")
+
 // roundTrip runs a program whose asked calls are answered through input
 // requests: a retried call (with a request state) resumes the run with
 // the answers, a new one starts it. It returns the Result when the run
-// ended, or the input-required result when it waits for answers.
+// ended, or the input-required result when it waits for answers. Steps
+// over the server's run store fence each request state to one use.
 func (s *Server) roundTrip(ctx context.Context, rt *codemode.Runtime, req *mcpsdk.CallToolRequest, code string) (codemode.Result, *mcpsdk.CallToolResult, error) {
 	ss := req.Session
+	session := s.sessionName(ss)
+	steps := codemode.Steps{Runtime: rt, Runs: s.steps}
 	var res codemode.Result
 	var susp *codemode.Suspended
 	var err error
 	if req.Params.RequestState == "" {
-		res, susp, err = rt.ExecuteSuspendable(ctx, code)
+		res, susp, err = steps.Start(ctx, code)
 	} else {
 		state, oerr := s.openRequestState(req.Params.RequestState, s.binding(ss))
 		if oerr != nil {
 			return codemode.Result{}, nil, oerr
 		}
-		pending, ierr := rt.Inspect(state)
-		if ierr != nil {
+		res, susp, err = steps.Resume(ctx, state, func(ctx context.Context, pending *codemode.Suspended) ([]codemode.CallResult, error) {
+			var results []codemode.CallResult
+			for _, p := range pending.Pending {
+				answer, ok := req.Params.InputResponses[strconv.Itoa(p.ID)].(*mcpsdk.ElicitResult)
+				switch {
+				case !ok:
+					continue // unanswered: asked again
+				case answer.Action == "accept" && answer.Content["approve"] == true:
+					results = append(results, rt.Call(ctx, p))
+				default:
+					results = append(results, codemode.CallResult{ID: p.ID, Denied: deniedReason(answer.Action)})
+				}
+			}
+			return results, nil
+		})
+		switch {
+		case errors.Is(err, codemode.ErrStepTaken):
+			s.log.Warn("a request state was used again; refused", "error", err)
+			return codemode.Result{}, nil, errApprovalUsed
+		case errors.Is(err, codemode.ErrStateInvalid), errors.Is(err, codemode.ErrStateTools), errors.Is(err, codemode.ErrStateEngine):
 			return codemode.Result{}, nil, errApprovalState
 		}
-		var results []codemode.CallResult
-		for _, p := range pending.Pending {
-			answer, ok := req.Params.InputResponses[strconv.Itoa(p.ID)].(*mcpsdk.ElicitResult)
-			switch {
-			case !ok:
-				continue // unanswered: asked again
-			case answer.Action == "accept" && answer.Content["approve"] == true:
-				results = append(results, rt.Call(ctx, p))
-			default:
-				results = append(results, codemode.CallResult{ID: p.ID, Denied: deniedReason(answer.Action)})
+		if susp == nil {
+			if in, ierr := rt.Inspect(state); ierr == nil {
+				s.untrackParked(session, in.RunID)
 			}
 		}
-		res, susp, err = rt.Resume(ctx, state, results...)
 	}
 	if err != nil || susp == nil {
 		return res, nil, err
 	}
+	s.trackParked(session, susp.RunID)
 	sealed, err := s.sealRequestState(susp.State, s.binding(ss))
 	if err != nil {
 		return codemode.Result{}, nil, err
 	}
 	requests := mcpsdk.InputRequestMap{}
 	for _, p := range susp.Pending {
-		requests[strconv.Itoa(p.ID)] = approvalRequest(p.Reason, p.Name, p.Input)
+		requests[strconv.Itoa(p.ID)] = approvalRequest(p.Reason, p.Name, p.Annotations, p.Input)
 	}
 	return res, &mcpsdk.CallToolResult{InputRequests: requests, RequestState: sealed}, nil
 }
 
-// approvalRequest is the elicitation that asks the user about one call.
-func approvalRequest(question, tool string, input []byte) *mcpsdk.ElicitParams {
-	in := string(input)
-	if len(in) > 2000 {
-		in = in[:2000] + "…"
+// approvalRequest is the elicitation that asks the user about one call:
+// the question, the tool with its annotations, and the whole input as
+// canonical JSON (the policy denied calls whose input is too large to
+// show whole).
+func approvalRequest(question, tool string, a *codemode.Annotations, input []byte) *mcpsdk.ElicitParams {
+	in, err := codemode.CanonicalJSON(input)
+	if err != nil {
+		in = []byte(strconv.Quote(string(input)))
 	}
 	if question == "" {
 		question = "Allow " + tool + "?"
 	}
+	msg := fmt.Sprintf("%s\n\nThe program calls %s%s with this input (all of it):\n%s", question, tool, annotationText(a), in)
 	return &mcpsdk.ElicitParams{
-		Message: fmt.Sprintf("%s\n\nThe program calls %s with %s", question, tool, in),
+		Message: msg,
 		RequestedSchema: map[string]any{
 			"type": "object",
 			"properties": map[string]any{
@@ -114,6 +137,19 @@ func approvalRequest(question, tool string, input []byte) *mcpsdk.ElicitParams {
 			"required": []string{"approve"},
 		},
 	}
+}
+
+// annotationText describes what a tool's annotations claim it does.
+func annotationText(a *codemode.Annotations) string {
+	switch {
+	case a == nil:
+		return " (it declares no annotations: it may change anything)"
+	case a.Destructive:
+		return " (it may delete or overwrite)"
+	case a.ReadOnly:
+		return " (read-only)"
+	}
+	return ""
 }
 
 func deniedReason(action string) string {
@@ -138,7 +174,7 @@ func (s *Server) elicitApproval(ctx context.Context, c codemode.CallRequest, que
 		return codemode.Decision{Verdict: codemode.Deny,
 			Reason: "it needs the user's approval, and this MCP client cannot ask the user (it does not support elicitation)"}
 	}
-	res, err := ss.Elicit(ctx, approvalRequest(question, c.Name, c.Input))
+	res, err := ss.Elicit(ctx, approvalRequest(question, c.Name, c.Annotations, c.Input))
 	switch {
 	case err != nil:
 		s.log.Warn("asking the user to approve a call failed", "tool", c.Name, "error", err)

@@ -106,21 +106,13 @@ func (s *Server) startCell(ctx context.Context, rt *codemode.Runtime, args json.
 		return codemode.Result{ToolCalls: []codemode.ToolCall{}}, nil, err
 	}
 	*release = nil // the cell has the slot now
-	session := sessionID(ctx)
+	session := s.sessionOf(ctx)
 	s.trackCell(session, id, rt)
 	res, running, err := s.collect(ctx, rt, id, yield, true)
 	if running == nil {
 		s.untrackCell(session, id)
 	}
 	return res, running, err
-}
-
-// sessionID is the HTTP session of a request, "" for others.
-func sessionID(ctx context.Context) string {
-	if ss, _ := ctx.Value(sessionCtxKey{}).(*mcpsdk.ServerSession); ss != nil {
-		return ss.ID()
-	}
-	return ""
 }
 
 // collect waits up to timeout for a cell and answers with its Result, or
@@ -140,7 +132,7 @@ func (s *Server) collect(ctx context.Context, rt *codemode.Runtime, id string, t
 		u, err := rt.Wait(ctx, id, left)
 		if err != nil {
 			if first {
-				_ = rt.Cancel(id)
+				_ = rt.Cancel(ctx, id)
 			}
 			return codemode.Result{ToolCalls: []codemode.ToolCall{}}, nil, err
 		}
@@ -182,6 +174,11 @@ func (s *Server) wait(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcpsdk
 	if timeout <= 0 {
 		timeout = time.Millisecond
 	}
+	if req.Session != nil {
+		// Only the session that started a cell can collect it.
+		ctx = codemode.WithSession(ctx, s.sessionName(req.Session))
+		s.watch(req.Session)
+	}
 	var res codemode.Result
 	var running *mcpsdk.CallToolResult
 	var err error
@@ -193,7 +190,7 @@ func (s *Server) wait(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcpsdk
 		}
 	}
 	if running == nil && req.Session != nil {
-		s.untrackCell(req.Session.ID(), in.CellID)
+		s.untrackCell(s.sessionName(req.Session), in.CellID)
 	}
 	switch {
 	case running != nil:

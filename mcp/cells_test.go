@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -153,5 +154,67 @@ func TestServerCellsEndWithTheirSession(t *testing.T) {
 	case <-cancelled:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the cell went on after its session ended")
+	}
+}
+
+// TestServerSessionsKeepToThemselves: one client cannot collect another's
+// cell, even with its id, and the owner still can; values stored in a
+// session are dropped when it ends, so sessions that come and go leave
+// nothing behind.
+func TestServerSessionsKeepToThemselves(t *testing.T) {
+	st := codemode.NewMemoryStore(0, 0)
+	srv, err := NewServer(ServerOptions{Runtime: codemode.Options{Timeout: time.Minute, Store: st}, Cells: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	ts := httptest.NewServer(srv.HTTPHandler())
+	t.Cleanup(ts.Close)
+	connect := func() *mcpsdk.ClientSession {
+		cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).
+			Connect(context.Background(), &mcpsdk.StreamableClientTransport{Endpoint: ts.URL, MaxRetries: -1}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	alice, mallory := connect(), connect()
+	defer alice.Close()
+	defer mallory.Close()
+	_, sc := callExecute(t, alice, map[string]any{"code": `console.log("alice's secret"); await new Promise((r) => setTimeout(r, 300)); return "alice's"`, "yieldMs": 50})
+	id, _ := sc["cellId"].(string)
+	if sc["running"] != true || id == "" {
+		t.Fatalf("not running: %v", sc)
+	}
+	res, err := mallory.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: WaitTool, Arguments: map[string]any{"cellId": id, "timeoutMs": 1000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := structured(t, res); got["ok"] != false || !strings.Contains(fmt.Sprint(got["error"]), "no running program has cellId") || strings.Contains(fmt.Sprint(got), "secret") {
+		t.Fatalf("another session collected the cell: %v", got)
+	}
+	res, err = alice.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: WaitTool, Arguments: map[string]any{"cellId": id, "timeoutMs": 10000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := structured(t, res); got["ok"] != true || got["value"] != "alice's" {
+		t.Fatalf("the owner's wait: %v", got)
+	}
+
+	// Sessions that store values and go.
+	for i := range 30 {
+		cs := connect()
+		_, sc := callExecute(t, cs, map[string]any{"code": `await tools.$codemode.store({ key: "k", value: "v".repeat(50000) }); return 1`})
+		if sc["ok"] != true {
+			t.Fatalf("session %d: %v", i, sc)
+		}
+		_ = cs.Close()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for st.Sessions() > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := st.Sessions(); n > 0 {
+		t.Fatalf("%d ended sessions still hold values", n)
 	}
 }

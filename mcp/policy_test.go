@@ -129,6 +129,70 @@ func TestServerApprovalStateIsSealed(t *testing.T) {
 	if sc := retry(cs, first.RequestState); sc["ok"] != true || sc["value"] != "done" || writes.Load() != 1 {
 		t.Fatalf("approved: %v (writes %d)", sc, writes.Load())
 	}
+	// The same approval again, in the same session: refused, the write
+	// is not made again.
+	for range 3 {
+		if sc := retry(cs, first.RequestState); sc["ok"] != false || !strings.Contains(fmt.Sprint(sc["error"]), "answered already") || writes.Load() != 1 {
+			t.Fatalf("replayed approval: %v (writes %d)", sc, writes.Load())
+		}
+	}
+	// Retries racing each other: one makes the write.
+	second := call(cs, &mcpsdk.CallToolParams{Name: ExecuteTool, Arguments: map[string]any{"code": program}})
+	var wg sync.WaitGroup
+	var done atomic.Int64
+	for range 4 {
+		wg.Go(func() {
+			if sc := retry(cs, second.RequestState); sc["ok"] == true {
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if done.Load() != 1 || writes.Load() != 2 {
+		t.Fatalf("%d racing retries succeeded, %d writes", done.Load(), writes.Load())
+	}
+}
+
+// TestServerPolicyHoldsInTransactions: over MCP too, a transaction does
+// not get a denied call past the policy, and an asked call inside one is
+// asked about with its whole input, however it is padded.
+func TestServerPolicyHoldsInTransactions(t *testing.T) {
+	var refunds, transfers atomic.Int64
+	tools := codemode.Tools{"shop": codemode.Tools{
+		"refundOrder": codemode.Tool{Annotations: &codemode.Annotations{Destructive: true}, Run: func(context.Context, json.RawMessage) (any, error) {
+			refunds.Add(1)
+			return "refunded", nil
+		}},
+		"transfer": codemode.Tool{Run: func(context.Context, json.RawMessage) (any, error) { transfers.Add(1); return "sent", nil }},
+	}}
+	rules, err := codemode.ParseRules("shop.refundOrder=deny,default=ask")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(t, tools, codemode.Options{Policy: rules.Policy()})
+	var asked []string
+	var mu sync.Mutex
+	cs := clientFor(t, srv, &mcpsdk.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcpsdk.ElicitRequest) (*mcpsdk.ElicitResult, error) {
+			mu.Lock()
+			asked = append(asked, req.Params.Message)
+			mu.Unlock()
+			return &mcpsdk.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
+		},
+	})
+	_, sc := callExecute(t, cs, map[string]any{"code": `const out = []
+try { await tools.$codemode.begin({ touches: ["shop.refundOrder"] }) } catch (e) { out.push(e.message) }
+try { await tools.shop.refundOrder({ orderId: "o-1" }) } catch (e) { out.push(e.message) }
+await tools.$codemode.begin({ touches: ["shop.transfer"] })
+out.push(await tools.shop.transfer({ aaaa: "x".repeat(2500), to: "attacker-iban" }))
+return out`})
+	got, _ := json.Marshal(sc["value"])
+	if refunds.Load() != 0 || transfers.Load() != 1 || !strings.Contains(string(got), "declares shop.refundOrder, which is denied") {
+		t.Fatalf("value %s, %d refunds, %d transfers", got, refunds.Load(), transfers.Load())
+	}
+	if len(asked) != 2 || !strings.Contains(asked[0], "Allow a transaction") || !strings.Contains(asked[1], `"to":"attacker-iban"`) || !strings.Contains(asked[1], "(it declares no annotations") {
+		t.Fatalf("asked %d times: %.300q", len(asked), asked)
+	}
 }
 
 // TestServerAsksOlderClients: a client on a protocol before multi

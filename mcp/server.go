@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/store"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -60,6 +61,13 @@ type ServerOptions struct {
 	// means sessions never expire.
 	SessionIdleTimeout time.Duration
 
+	// Runs keeps the records of runs that wait for the user's approval
+	// (see Runtime.Policy), so that each request state the server hands
+	// out can be used once: a retried or replayed one is refused.
+	// Records of a session's runs are deleted when it ends. Nil means a
+	// store in this process's memory.
+	Runs store.Runs
+
 	// Cells lets a run outlive its execute call: execute takes a yieldMs
 	// argument (or the program's "// @exec: yield=..." pragma), and a run
 	// still going after that long answers with a cell id and the logs so
@@ -100,7 +108,14 @@ type Server struct {
 	// so that a client ending its session stops its runs.
 	runsMu sync.Mutex
 	runs   map[string]map[*context.CancelFunc]struct{}
-	cells  map[string]map[string]*codemode.Runtime // cell ids by HTTP session
+	cells  map[string]map[string]*codemode.Runtime // cell ids by session name
+	parked map[string]map[string]bool              // ids of runs waiting for approval, by session name
+
+	// steps fences the steps of runs waiting for approval (ServerOptions.Runs).
+	steps store.Runs
+	// watched are the sessions whose end is awaited, to free what they
+	// hold (watch).
+	watched sync.Map
 
 	// keys for approvals: stateKey signs suspended runs, sealKey encrypts
 	// them for the client to carry (approval.go)
@@ -133,7 +148,10 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.MaxRuns < 0 {
 		return nil, fmt.Errorf("mcp: MaxRuns %d is negative", opts.MaxRuns)
 	}
-	s := &Server{opts: opts, log: logger}
+	s := &Server{opts: opts, log: logger, steps: opts.Runs}
+	if s.steps == nil {
+		s.steps = &store.MemoryRuns{}
+	}
 	_, _ = rand.Read(s.stateKey[:])
 	_, _ = rand.Read(s.sealKey[:])
 	if opts.MaxRuns > 0 {
@@ -272,21 +290,95 @@ func (s *Server) track(session string, cancel *context.CancelFunc) (untrack func
 	}
 }
 
+// cancelSession stops what a session holds: its runs in flight, its
+// cells, the records of its runs waiting for approval and the values it
+// stored. It is called when the session ends, and early, for a DELETE,
+// since the SDK waits for a deleted session's handlers to return before
+// ending it.
 func (s *Server) cancelSession(session string) {
 	s.runsMu.Lock()
 	for cancel := range s.runs[session] {
 		(*cancel)()
 	}
-	cells := s.cells[session]
+	cells, parked := s.cells[session], s.parked[session]
 	delete(s.cells, session)
+	delete(s.parked, session)
 	s.runsMu.Unlock()
 	// The session's cells go with it: nobody can wait for them any more.
+	ctx := codemode.WithSession(context.Background(), session)
 	for id, rt := range cells {
-		_ = rt.Cancel(id)
+		_ = rt.Cancel(ctx, id)
+	}
+	// Its approvals can no longer be answered: the request states are
+	// bound to it.
+	for id := range parked {
+		if _, rev, err := s.steps.Get(ctx, id); err == nil {
+			_ = s.steps.Delete(ctx, id, rev)
+		}
+	}
+	if f, ok := s.opts.Runtime.Store.(codemode.Forgetter); ok {
+		if err := f.Forget(ctx, session); err != nil {
+			s.log.Warn("the session's stored values could not be dropped", "error", err)
+		}
 	}
 }
 
-// trackCell registers a cell under its HTTP session, so that the session
+// sessionName names a client session to the runtime (codemode.WithSession,
+// which scopes cells and stored values): its id over HTTP, else a name
+// of its own.
+func (s *Server) sessionName(ss *mcpsdk.ServerSession) string {
+	if id := ss.ID(); id != "" {
+		return id
+	}
+	return s.binding(ss)
+}
+
+// sessionOf is the session name of a request's context, "" for none.
+func (s *Server) sessionOf(ctx context.Context) string {
+	if ss, _ := ctx.Value(sessionCtxKey{}).(*mcpsdk.ServerSession); ss != nil {
+		return s.sessionName(ss)
+	}
+	return ""
+}
+
+// watch frees what a session holds once it ends, however it ends (a
+// DELETE, an idle timeout, a closed stdio stream).
+func (s *Server) watch(ss *mcpsdk.ServerSession) {
+	if _, loaded := s.watched.LoadOrStore(ss, true); loaded {
+		return
+	}
+	name := s.sessionName(ss)
+	go func() {
+		_ = ss.Wait()
+		s.watched.Delete(ss)
+		s.cancelSession(name)
+	}()
+}
+
+// trackParked records a run waiting for approval under its session;
+// untrackParked forgets it once it has ended.
+func (s *Server) trackParked(session, runID string) {
+	s.runsMu.Lock()
+	defer s.runsMu.Unlock()
+	if s.parked == nil {
+		s.parked = map[string]map[string]bool{}
+	}
+	if s.parked[session] == nil {
+		s.parked[session] = map[string]bool{}
+	}
+	s.parked[session][runID] = true
+}
+
+func (s *Server) untrackParked(session, runID string) {
+	s.runsMu.Lock()
+	defer s.runsMu.Unlock()
+	delete(s.parked[session], runID)
+	if len(s.parked[session]) == 0 {
+		delete(s.parked, session)
+	}
+}
+
+// trackCell registers a cell under its session, so that the session
 // ending stops it; untrackCell forgets it once its Result is collected.
 func (s *Server) trackCell(session, id string, rt *codemode.Runtime) {
 	if session == "" {
@@ -488,8 +580,9 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 	}
 	if req.Session != nil {
 		ctx = context.WithValue(ctx, sessionCtxKey{}, req.Session)
+		ctx = codemode.WithSession(ctx, s.sessionName(req.Session))
+		s.watch(req.Session)
 		if id := req.Session.ID(); id != "" {
-			ctx = codemode.WithSession(ctx, id)
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithCancel(ctx)
 			defer cancel()
@@ -534,7 +627,7 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 		if s.opts.Runtime.Policy != nil && req.Session != nil && supportsRoundTrips(req.Session) && supportsElicitation(req.Session) {
 			var input *mcpsdk.CallToolResult
 			res, input, err = s.roundTrip(ctx, rt, req, code)
-			if errors.Is(err, errApprovalState) {
+			if errors.Is(err, errApprovalState) || errors.Is(err, errApprovalUsed) {
 				return toolResult(codemode.Result{Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: err.Error()},
 					ToolCalls: []codemode.ToolCall{}}), nil
 			}
