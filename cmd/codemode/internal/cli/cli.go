@@ -351,6 +351,7 @@ func execute(ctx context.Context, rf runtimeFlags, tools codemode.Tools, code st
 		return newFailed(err, stderr)
 	}
 	defer rt.Close()
+	rf.warnUnmatched(rt, stderr)
 	res, err := rt.Execute(ctx, code)
 	if werr := writeJSON(stdout, res, rf.pretty); werr != nil {
 		fmt.Fprintf(stderr, "codemode: %v\n", werr)

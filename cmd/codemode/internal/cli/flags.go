@@ -58,7 +58,8 @@ func (r *runtimeFlags) registerRun(fs *flag.FlagSet) {
 // registerPolicy adds --policy.
 func (r *runtimeFlags) registerPolicy(fs *flag.FlagSet) {
 	fs.StringVar(&r.policy, "policy", "", "allow, deny or ask about each tool call by its annotations and name: `RULES` like "+
-		"readonly=allow,destructive=deny,default=ask,orders.refund=ask (classes not given allow; empty = allow all)")
+		"readonly=allow,destructive=deny,default=ask,orders.refund=ask: classes not given take default's verdict, and without default they deny; "+
+		"a tool pattern has its namespace, * matches within one name; the most specific rules decide, and among equals deny beats ask beats allow (empty = no policy)")
 }
 
 // registerCatalog adds what shapes the instructions' catalog.
@@ -272,4 +273,15 @@ func humanBytes(n int64) string {
 		return "1 byte"
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// warnUnmatched warns about --policy patterns that match none of the
+// runtime's tools: a typo, most likely, or a server that is not there.
+func (r *runtimeFlags) warnUnmatched(rt *codemode.Runtime, stderr io.Writer) {
+	if r.rules == nil {
+		return
+	}
+	for _, p := range r.rules.Unmatched(rt) {
+		fmt.Fprintf(stderr, "codemode: warning: --policy rule %q matches no tool\n", p)
+	}
 }

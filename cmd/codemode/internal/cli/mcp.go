@@ -211,6 +211,11 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fmt.Fprintf(stderr, "codemode mcp: %v\n", err)
 		return exitUsage
 	}
+	if f.runtime.rules != nil {
+		for _, p := range f.runtime.rules.Unmatched(srv.Runtime()) {
+			logger.Warn("a --policy rule matches no tool (yet: servers that start later may add some)", "rule", p)
+		}
+	}
 
 	// Follow the servers: a tool list that changed, or a server that
 	// started late, changes the execute description, which the server

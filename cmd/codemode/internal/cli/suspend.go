@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -17,7 +16,8 @@ import (
 	"strings"
 
 	"github.com/codemode-go/codemode"
-	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/codemode-go/codemode/internal/secret"
+	"github.com/codemode-go/codemode/store"
 )
 
 // exitSuspended is the status of a run that suspended with calls
@@ -35,61 +35,53 @@ const exitSuspended = 3
 // The pending files are for reading; resume takes the calls from the
 // state itself, which nobody without the key can change.
 const (
-	stateFile   = "state"
-	pendingDir  = "pending"
-	resultsDir  = "results"
-	resultFile  = "result.json"
-	keyFileName = "state.key"
+	stateFile    = "state"
+	pendingDir   = "pending"
+	resultsDir   = "results"
+	resultFile   = "result.json"
+	keyFileName  = "state.key"
+	runStoreName = "runs"
 )
+
+// maxAnswerBytes bounds an answer written by hand (DIR/results/ID.json):
+// it becomes a value in the run's memory, which is bounded too.
+const maxAnswerBytes = 16 << 20
 
 // suspendFlags are the flags of suspending and resuming.
 type suspendFlags struct {
 	dir       string
 	keyFile   string
+	runStore  string
 	countAway bool
 }
 
+// registerKey adds the flags that say where a suspended run's key and
+// record are kept: in the per-user configuration directory by default,
+// not the cache, so that clearing a cache never strands a run.
 func (s *suspendFlags) registerKey(fs *flag.FlagSet) {
-	def := ""
-	if root, err := engine.CacheRoot(); err == nil {
-		def = filepath.Join(root, keyFileName)
+	key, runs := "", ""
+	if root, err := secret.Root(); err == nil {
+		key, runs = filepath.Join(root, keyFileName), filepath.Join(root, runStoreName)
 	}
-	fs.StringVar(&s.keyFile, "state-key-file", def, "file with the key (32 bytes or more) that authenticates suspended states; made with a random key if missing")
+	fs.StringVar(&s.keyFile, "state-key-file", key, "file with the key (32 bytes or more) that authenticates suspended states; made with a random key if missing; it must be private to you")
+	fs.StringVar(&s.runStore, "run-store", runs, "`directory` of run records, which let each suspended step run once; share it between the processes that resume a run")
 }
 
 // key reads the state key, making a random one when the file does not
-// exist yet.
+// exist yet. A key file others could read or replace is refused.
 func (s *suspendFlags) key() ([]byte, error) {
 	if s.keyFile == "" {
-		return nil, errors.New("no --state-key-file and no cache directory to keep one in")
+		return nil, errors.New("no --state-key-file and no configuration directory to keep one in")
 	}
-	b, err := os.ReadFile(s.keyFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		b = make([]byte, 32)
-		_, _ = rand.Read(b)
-		if err := os.MkdirAll(filepath.Dir(s.keyFile), 0o700); err != nil {
-			return nil, err
-		}
-		f, err := os.OpenFile(s.keyFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) { // made meanwhile by another process
-			return s.key()
-		}
-		if err != nil {
-			return nil, err
-		}
-		_, err = f.Write(b)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		return b, err
+	return secret.Key(s.keyFile, codemode.MinStateKeyBytes)
+}
+
+// runs opens the run store.
+func (s *suspendFlags) runs() (*store.DirRuns, error) {
+	if s.runStore == "" {
+		return nil, errors.New("no --run-store and no configuration directory to keep one in")
 	}
-	if err != nil {
-		return nil, err
-	}
-	if len(b) < codemode.MinStateKeyBytes {
-		return nil, fmt.Errorf("--state-key-file %s has %d bytes; it needs at least %d", s.keyFile, len(b), codemode.MinStateKeyBytes)
-	}
-	return b, nil
+	return store.OpenDirRuns(s.runStore)
 }
 
 // suspendRun is codemode run --suspend-dir: the run's calls are not made;
@@ -105,6 +97,11 @@ func suspendRun(ctx context.Context, rf runtimeFlags, sfl suspendFlags, tools co
 		fmt.Fprintf(stderr, "codemode run: state key: %v\n", err)
 		return exitFailure
 	}
+	runs, err := sfl.runs()
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode run: %v\n", err)
+		return exitFailure
+	}
 	opts := rf.options(tools)
 	opts.StateKey = key
 	opts.TimeoutIncludesSuspended = sfl.countAway
@@ -113,19 +110,44 @@ func suspendRun(ctx context.Context, rf runtimeFlags, sfl suspendFlags, tools co
 		return newFailed(err, stderr)
 	}
 	defer rt.Close()
-	res, s, err := rt.ExecuteSuspendable(ctx, code)
+	rf.warnUnmatched(rt, stderr)
+	res, s, err := codemode.Steps{Runtime: rt, Runs: runs}.Start(ctx, code)
 	return settle(sfl.dir, "run", res, s, err, rf.pretty, stdout, stderr)
 }
 
 // prepareDir makes a suspend directory, refusing one that holds a run
-// already (a state or result of its own).
+// already (a state or result of its own) or holds links.
 func prepareDir(dir string) error {
 	for _, name := range []string{stateFile, resultFile} {
-		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
 			return fmt.Errorf("%s already holds a run (%s); use another directory or remove it", dir, name)
 		}
 	}
-	return os.MkdirAll(dir, 0o700)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return checkDir(dir)
+}
+
+// checkDir refuses a suspend directory that is, or holds in the places
+// codemode reads and writes, a symbolic link or something other than
+// what belongs there: following one would read or delete files elsewhere.
+func checkDir(dir string) error {
+	want := map[string]bool{"": true, pendingDir: true, resultsDir: true, stateFile: false, resultFile: false}
+	for name, isDir := range want {
+		fi, err := os.Lstat(filepath.Join(dir, name))
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && name != "":
+			continue
+		case err != nil:
+			return err
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return fmt.Errorf("%s is a symbolic link; a suspend directory holds none", filepath.Join(dir, name))
+		case fi.IsDir() != isDir:
+			return fmt.Errorf("%s is not what a suspend directory keeps there", filepath.Join(dir, name))
+		}
+	}
+	return nil
 }
 
 // settle writes what a run step left: its Result when it ended, else its
@@ -185,7 +207,7 @@ func settle(dir, cmd string, res codemode.Result, s *codemode.Suspended, err err
 	}{true, s.RunID, s.Step, dir, len(s.State), []pendingOut{}, res.ToolCalls}
 	var ids []string
 	for _, p := range s.Pending {
-		out.Pending = append(out.Pending, pendingOut{p.ID, p.Name, p.Input, p.Reason})
+		out.Pending = append(out.Pending, pendingOut{p.ID, p.Name, shown(p.Input), p.Reason})
 		ids = append(ids, strconv.Itoa(p.ID))
 	}
 	if err := writeJSON(stdout, out, pretty); err != nil {
@@ -207,6 +229,15 @@ func plural(n int, what string) string {
 	return strconv.Itoa(n) + " " + what + "s"
 }
 
+// shown is an input as people are shown it: canonical JSON, in which no
+// key order, padding or invisible character hides a part of it.
+func shown(input json.RawMessage) json.RawMessage {
+	if c, err := codemode.CanonicalJSON(input); err == nil {
+		return c
+	}
+	return input
+}
+
 // writePending replaces the pending files with the run's pending calls.
 func writePending(dir string, pending []codemode.PendingCall) error {
 	pd := filepath.Join(dir, pendingDir)
@@ -217,6 +248,7 @@ func writePending(dir string, pending []codemode.PendingCall) error {
 		return err
 	}
 	for _, p := range pending {
+		p.Input = shown(p.Input)
 		if err := writeFileAtomic(filepath.Join(pd, strconv.Itoa(p.ID)+".json"), mustJSON(p)); err != nil {
 			return err
 		}
@@ -274,9 +306,16 @@ calls the program makes from here on.
 A pending call is answered by --run (the tool is called now), --deny (the
 program gets a ToolError, "<tool> was denied: <--deny-message>", and the
 audit says denied), or a file DIR/results/ID.json
-holding {"output": VALUE} or {"error": "message"}. Calls left unanswered
-stay pending. The calls and their inputs come from the authenticated state,
-not from DIR/pending, which is there to be read.
+holding {"output": VALUE} or {"error": "message"} (at most 16 MiB). Calls
+left unanswered stay pending. The calls and their inputs come from the
+authenticated state, not from DIR/pending, which is there to be read.
+
+Each step of a run runs once. Its record in --run-store (shared by every
+process that resumes the run) is taken before any call is made, so a
+second resume of the same step, at the same time or later, an older state
+copied back, or the state of a run that has ended is refused. A resume
+stopped half way (Ctrl-C, a crash) leaves its step taken: its calls may
+have been made. A directory holding symbolic links is refused.
 
 Exit status: 0 when the program succeeded, 1 when it failed, 2 for usage
 errors, 3 when it is suspended again.
@@ -320,6 +359,20 @@ func (s *idSet) Set(v string) error {
 
 func (s *idSet) has(id int) bool { return s.all || s.ids[id] }
 
+// overlaps reports whether two sets share a call ("all" shares every
+// call with any set that is not empty).
+func (s *idSet) overlaps(o *idSet) bool {
+	if (s.all && (o.all || len(o.ids) > 0)) || (o.all && len(s.ids) > 0) {
+		return true
+	}
+	for id := range s.ids {
+		if o.ids[id] {
+			return true
+		}
+	}
+	return false
+}
+
 func resumeCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("resume", resumeHelp, stderr)
 	var rf runtimeFlags
@@ -347,7 +400,15 @@ func resumeCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "codemode resume: %v\n", err)
 		return exitUsage
 	}
+	if run.overlaps(&deny) {
+		fmt.Fprintln(stderr, "codemode resume: --run and --deny name the same calls; a call is answered once")
+		return exitUsage
+	}
 	dir := rest[0]
+	if err := checkDir(dir); err != nil {
+		fmt.Fprintf(stderr, "codemode resume: %v\n", err)
+		return exitUsage
+	}
 	state, err := os.ReadFile(filepath.Join(dir, stateFile))
 	if err != nil {
 		if _, rerr := os.Stat(filepath.Join(dir, resultFile)); rerr == nil {
@@ -360,6 +421,11 @@ func resumeCmd(args []string, stdout, stderr io.Writer) int {
 	key, err := sfl.key()
 	if err != nil {
 		fmt.Fprintf(stderr, "codemode resume: state key: %v\n", err)
+		return exitFailure
+	}
+	runs, err := sfl.runs()
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode resume: %v\n", err)
 		return exitFailure
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -376,6 +442,7 @@ func resumeCmd(args []string, stdout, stderr io.Writer) int {
 		return newFailed(err, stderr)
 	}
 	defer rt.Close()
+	rf.warnUnmatched(rt, stderr)
 	s, err := rt.Inspect(state)
 	if err != nil {
 		fmt.Fprintf(stderr, "codemode resume: %s: %v\n", filepath.Join(dir, stateFile), stateHint(err))
@@ -391,45 +458,63 @@ func resumeCmd(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "codemode resume: call %d is not pending (pending: %s)\n", id, pendingList(s.Pending))
 				return exitUsage
 			}
-			if run.has(id) && deny.has(id) {
-				fmt.Fprintf(stderr, "codemode resume: call %d is both run and denied\n", id)
-				return exitUsage
-			}
 		}
 	}
-	var results []codemode.CallResult
+	// Every answer is read and checked before the step is taken: once it
+	// is, calls are made, and a step runs once.
+	answers := map[int]codemode.CallResult{}
 	for _, p := range s.Pending {
-		r, ok, err := answer(ctx, rt, dir, p, &run, &deny, *denyMessage)
+		r, ok, err := answer(dir, p, &run, &deny, *denyMessage)
 		if err != nil {
 			fmt.Fprintf(stderr, "codemode resume: %v\n", err)
 			return exitUsage
 		}
 		if ok {
-			results = append(results, r)
+			answers[p.ID] = r
 		}
 	}
-	if len(results) == 0 && s.NextTimer == 0 && s.Deadline.IsZero() {
+	if len(answers) == 0 && s.NextTimer == 0 && s.Deadline.IsZero() {
 		fmt.Fprintf(stderr, "codemode resume: no pending call is answered (pending: %s); use --run, --deny or %s/%s/ID.json\n",
 			pendingList(s.Pending), dir, resultsDir)
 		return exitUsage
 	}
-	res, next, err := rt.Resume(ctx, state, results...)
+	var answered []int
+	res, next, err := codemode.Steps{Runtime: rt, Runs: runs}.Resume(ctx, state, func(ctx context.Context, s *codemode.Suspended) ([]codemode.CallResult, error) {
+		var results []codemode.CallResult
+		for _, p := range s.Pending {
+			r, ok := answers[p.ID]
+			if !ok {
+				continue
+			}
+			if r.ID < 0 { // --run: the call is made now
+				r = rt.Call(ctx, p)
+			}
+			results = append(results, r)
+			answered = append(answered, p.ID)
+		}
+		return results, nil
+	})
+	if errors.Is(err, codemode.ErrStepTaken) {
+		fmt.Fprintf(stderr, "codemode resume: %v\n", err)
+		return exitFailure
+	}
 	if err != nil && next == nil && res.Error == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, codemode.ErrStopped) {
 		fmt.Fprintf(stderr, "codemode resume: %v\n", stateHint(err))
 		return exitFailure
 	}
-	for _, r := range results {
-		_ = os.Remove(filepath.Join(dir, resultsDir, strconv.Itoa(r.ID)+".json"))
+	for _, id := range answered {
+		_ = os.Remove(filepath.Join(dir, resultsDir, strconv.Itoa(id)+".json"))
 	}
 	return settle(dir, "resume", res, next, err, rf.pretty, stdout, stderr)
 }
 
-// answer finds the answer to a pending call: made now (--run), refused
+// answer finds the answer to a pending call: made now (--run, returned
+// with ID -1 for the caller to make once the step is its own), refused
 // (--deny), or written in DIR/results/ID.json. ok is false when there is
 // none.
-func answer(ctx context.Context, rt *codemode.Runtime, dir string, p codemode.PendingCall, run, deny *idSet, denyMessage string) (codemode.CallResult, bool, error) {
+func answer(dir string, p codemode.PendingCall, run, deny *idSet, denyMessage string) (codemode.CallResult, bool, error) {
 	name := filepath.Join(dir, resultsDir, strconv.Itoa(p.ID)+".json")
-	b, err := os.ReadFile(name)
+	b, err := readAnswer(name)
 	switch {
 	case err == nil && (run.has(p.ID) || deny.has(p.ID)):
 		return codemode.CallResult{}, false, fmt.Errorf("call %d has an answer in %s and a --run or --deny", p.ID, name)
@@ -448,11 +533,36 @@ func answer(ctx context.Context, rt *codemode.Runtime, dir string, p codemode.Pe
 	case !errors.Is(err, fs.ErrNotExist):
 		return codemode.CallResult{}, false, err
 	case run.has(p.ID):
-		return rt.Call(ctx, p), true, nil
+		return codemode.CallResult{ID: -1}, true, nil
 	case deny.has(p.ID):
 		return codemode.CallResult{ID: p.ID, Denied: denyMessage}, true, nil
 	}
 	return codemode.CallResult{}, false, nil
+}
+
+// readAnswer reads an answer file: a regular file (not a link) of at most
+// maxAnswerBytes.
+func readAnswer(name string) ([]byte, error) {
+	fi, err := os.Lstat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (a symbolic link is not followed)", name)
+	}
+	if fi.Size() > maxAnswerBytes {
+		return nil, fmt.Errorf("%s has %d bytes; an answer may have %d", name, fi.Size(), maxAnswerBytes)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxAnswerBytes+1))
+	if err == nil && len(b) > maxAnswerBytes {
+		err = fmt.Errorf("%s has more than %d bytes; an answer may have %d", name, maxAnswerBytes, maxAnswerBytes)
+	}
+	return b, err
 }
 
 func pendingList(pending []codemode.PendingCall) string {

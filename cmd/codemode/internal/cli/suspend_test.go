@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -174,7 +178,9 @@ func TestApprovalAcrossProcesses(t *testing.T) {
 	}{
 		{nil, exitUsage, "no pending call is answered"},
 		{[]string{"--run", "7"}, exitUsage, "call 7 is not pending"},
-		{[]string{"--run", "1", "--deny", "1"}, exitUsage, "both run and denied"},
+		{[]string{"--run", "1", "--deny", "1"}, exitUsage, "name the same calls"},
+		{[]string{"--run", "all", "--deny", "all"}, exitUsage, "name the same calls"},
+		{[]string{"--run", "all", "--deny", "2"}, exitUsage, "name the same calls"},
 	} {
 		code, _, errs := resume(bad.args...)
 		if code != bad.exit || !strings.Contains(errs, bad.want) {
@@ -295,7 +301,161 @@ func TestStateKeyFile(t *testing.T) {
 	}
 	short := suspendFlags{keyFile: filepath.Join(dir, "short")}
 	_ = os.WriteFile(short.keyFile, []byte("too short"), 0o600)
-	if _, err := short.key(); err == nil || !strings.Contains(err.Error(), "at least 32") {
+	if _, err := short.key(); err == nil || !strings.Contains(err.Error(), "fewer than the 32") {
 		t.Fatalf("short key: %v", err)
+	}
+}
+
+// payService is a loopback HTTP service with one side effect, POST /pay,
+// described by an OpenAPI document: what codemode processes do to it is
+// counted here, outside them.
+func payService(t *testing.T) (spec string, posts *atomic.Int64, base string) {
+	t.Helper()
+	posts = new(atomic.Int64)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/pay" {
+			n := posts.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"payment": %d}`, n)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	spec = filepath.Join(t.TempDir(), "bank.yaml")
+	doc := `openapi: 3.1.0
+info: {title: bank, version: "1"}
+paths:
+  /pay:
+    post:
+      operationId: pay
+      requestBody:
+        content:
+          application/json:
+            schema: {type: object, properties: {to: {type: string}}}
+      responses:
+        "200":
+          description: paid
+          content:
+            application/json:
+              schema: {type: object}
+`
+	if err := os.WriteFile(spec, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return spec, posts, srv.URL
+}
+
+// TestSuspendDirStepsRunOnce attacks codemode resume as a careless or
+// hostile operator would: two resumes of one directory at once, an old
+// state copied back, a state replayed after the run ended, links and
+// oversized answers in the directory, and a resume after the deadline.
+// The service counts what really happened.
+func TestSuspendDirStepsRunOnce(t *testing.T) {
+	spec, posts, base := payService(t)
+	cache := t.TempDir()
+	key := filepath.Join(t.TempDir(), "key")
+	runStore := filepath.Join(t.TempDir(), "runs")
+	common := []string{"--openapi", spec + "=bank", "--base-url", base, "--cache-dir", cache, "--state-key-file", key, "--run-store", runStore}
+	const program = `const a = await tools.bank.pay({ to: "a" }); const b = await tools.bank.pay({ to: "b" }); return [a, b]`
+	start := func(extra ...string) string {
+		dir := filepath.Join(t.TempDir(), "run")
+		code, _, errs := codemodeProcess(t, program, append(append(append([]string{"run"}, common...), extra...), "--suspend-dir", dir, "-")...)
+		if code != exitSuspended {
+			t.Fatalf("run: exit %d\n%s", code, errs)
+		}
+		return dir
+	}
+	resume := func(dir string, args ...string) (int, string, string) {
+		return codemodeProcess(t, "", append(append(append([]string{"resume"}, common...), args...), dir)...)
+	}
+
+	// Two resumes at once: one makes the call, the other is refused.
+	dir := start()
+	first, _ := os.ReadFile(filepath.Join(dir, stateFile))
+	type outcome struct {
+		code int
+		errs string
+	}
+	results := make(chan outcome, 2)
+	for range 2 {
+		go func() {
+			code, _, errs := resume(dir, "--run", "0")
+			results <- outcome{code, errs}
+		}()
+	}
+	var codes []int
+	for range 2 {
+		o := <-results
+		codes = append(codes, o.code)
+		if o.code != exitSuspended && !strings.Contains(o.errs, "step was taken") {
+			t.Fatalf("a racing resume: exit %d\n%s", o.code, o.errs)
+		}
+	}
+	if posts.Load() != 1 {
+		t.Fatalf("two resumes at once made %d payments (exits %v)", posts.Load(), codes)
+	}
+	// The old state copied back: refused, no payment.
+	second, _ := os.ReadFile(filepath.Join(dir, stateFile))
+	if err := os.WriteFile(filepath.Join(dir, stateFile), first, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := resume(dir, "--run", "0"); code != exitFailure || !strings.Contains(errs, "is at step 2, and this state is of step 1") || posts.Load() != 1 {
+		t.Fatalf("old state: exit %d, %d payments\n%s", code, posts.Load(), errs)
+	}
+	if err := os.WriteFile(filepath.Join(dir, stateFile), second, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A link in the directory, an answer too large: refused before
+	// anything is taken.
+	elsewhere := t.TempDir()
+	victim := filepath.Join(elsewhere, "1.json")
+	if err := os.WriteFile(victim, []byte(`{"output": 1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.RemoveAll(filepath.Join(dir, resultsDir))
+	if err := os.Symlink(elsewhere, filepath.Join(dir, resultsDir)); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := resume(dir); code != exitUsage || !strings.Contains(errs, "symbolic link") {
+		t.Fatalf("linked results: exit %d\n%s", code, errs)
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Fatalf("the file behind the link was touched: %v", err)
+	}
+	_ = os.Remove(filepath.Join(dir, resultsDir))
+	_ = os.Mkdir(filepath.Join(dir, resultsDir), 0o700)
+	big := filepath.Join(dir, resultsDir, "1.json")
+	f, _ := os.Create(big)
+	_ = f.Truncate(maxAnswerBytes + 1)
+	f.Close()
+	if code, _, errs := resume(dir); code != exitUsage || !strings.Contains(errs, "an answer may have") {
+		t.Fatalf("oversized answer: exit %d\n%s", code, errs)
+	}
+	_ = os.Remove(big)
+	// The last step, then the first and second states replayed after the
+	// end: refused, no payment.
+	if code, out, errs := resume(dir, "--run", "1"); code != exitOK || !strings.Contains(out, `"payment":2`) {
+		t.Fatalf("last step: exit %d\n%s\n%s", code, out, errs)
+	}
+	for _, st := range [][]byte{first, second} {
+		if err := os.WriteFile(filepath.Join(dir, stateFile), st, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_ = os.Remove(filepath.Join(dir, resultFile))
+		if code, _, errs := resume(dir, "--run", "all"); code != exitFailure || !strings.Contains(errs, "step was taken") || posts.Load() != 2 {
+			t.Fatalf("replay after the end: exit %d, %d payments\n%s", code, posts.Load(), errs)
+		}
+	}
+
+	// Out of time while suspended: resuming makes no call.
+	dir = start("--timeout", "500ms", "--timeout-includes-suspended")
+	time.Sleep(700 * time.Millisecond)
+	code, out, errs := resume(dir, "--run", "0")
+	if code != exitFailure || !strings.Contains(out, "TimeoutExceeded") || posts.Load() != 2 {
+		t.Fatalf("after the deadline: exit %d, %d payments\n%s\n%s", code, posts.Load(), out, errs)
+	}
+	if !strings.Contains(out, `"outcome":"cancelled"`) {
+		t.Fatalf("a call not made is not reported as such:\n%s", out)
 	}
 }
