@@ -278,7 +278,9 @@ func (ex *execution) decided(id int, a *admitted, entry *toolEntry, d Decision) 
 				ex.deny(a.index, 0)
 				return nil, deniedError(a.path, ans.Reason)
 			}
-			slot = ex.limiter.enqueue()
+			if !a.free {
+				slot = ex.limiter.enqueue()
+			}
 		}
 		return ex.perform(ctx, slot, a)
 	}, nil

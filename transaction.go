@@ -76,12 +76,18 @@ func (rt *Runtime) parseTouches(raw json.RawMessage) ([]string, error) {
 	if err := json.Unmarshal(raw, &in); err != nil || len(in.Touches) == 0 {
 		return nil, fmt.Errorf(`pass { touches: ["<namespace>.<tool>", ...] }: the tools the transaction may call`)
 	}
+	var touches []string
+	seen := map[string]bool{}
 	for _, name := range in.Touches {
 		if rt.byName[name] == nil {
 			return nil, fmt.Errorf("%q is not a tool", name)
 		}
+		if !seen[name] {
+			seen[name] = true
+			touches = append(touches, name)
+		}
 	}
-	return in.Touches, nil
+	return touches, nil
 }
 
 // txFor is the open transaction a call of a host tool belongs to: nil
