@@ -21,9 +21,11 @@
 // Beyond one call that waits for the end:
 //   - [Runtime.ExecuteSuspendable] and [Runtime.Resume]: a run that waits
 //     for tool calls becomes authenticated bytes and continues later, in
-//     any process (a person's approval, a slow queue, a restart).
-//   - [Options.Policy]: allow, deny or ask about every call, by the tools'
-//     [Annotations] or their names ([Rules]).
+//     any process (a person's approval, a slow queue, a restart); [Steps]
+//     runs each step once over a run store (package store).
+//   - [Options.Policy]: allow, deny or ask about every call, inside
+//     transactions too, by the tools' [Annotations] or their names
+//     ([Rules]); whoever approves sees the whole input ([CanonicalJSON]).
 //   - [Runtime.Start] and [Runtime.Wait]: cells, runs that go on after
 //     their caller stops waiting.
 //   - [Options.Store]: values a session's programs keep from one run to
