@@ -3,11 +3,13 @@ package codemode_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/store"
 )
 
 // A run that waits for a person's approval without holding anything but
@@ -70,4 +72,40 @@ return results.map((r) => r.status === "fulfilled" ? r.value.status : r.reason.m
 	// waiting for approval: orders.refund {"orderId":"o-1"}
 	// waiting for approval: orders.refund {"orderId":"o-2"}
 	// ["refunded","tools.orders.refund was denied: not approved"]
+}
+
+// Steps runs each step of a suspended run once, whoever resumes it: the
+// record in the run store is taken before the answer makes any call, so
+// an approval replayed, or resumed by two processes at once, is refused.
+func ExampleSteps() {
+	pay, _ := codemode.NewTool("Pay someone. A person approves each payment.",
+		func(ctx context.Context, in struct {
+			To string `json:"to"`
+		}) (string, error) {
+			return "paid " + in.To, nil
+		})
+	rt, _ := codemode.New(codemode.Options{
+		Tools:    codemode.Tools{"bank": codemode.Tools{"pay": pay}},
+		StateKey: []byte("example key: use 32 random bytes"),
+	})
+	defer rt.Close()
+	// store.OpenDirRuns(dir) shares the records between the processes of
+	// a machine.
+	steps := codemode.Steps{Runtime: rt, Runs: &store.MemoryRuns{}}
+
+	_, s, _ := steps.Start(context.Background(), `return await tools.bank.pay({ to: "alice" })`)
+	approve := func(ctx context.Context, s *codemode.Suspended) ([]codemode.CallResult, error) {
+		var results []codemode.CallResult
+		for _, p := range s.Pending {
+			results = append(results, rt.Call(ctx, p))
+		}
+		return results, nil
+	}
+	res, _, err := steps.Resume(context.Background(), s.State, approve)
+	fmt.Println(string(res.Value), err)
+	_, _, err = steps.Resume(context.Background(), s.State, approve) // the same approval again
+	fmt.Println(errors.Is(err, codemode.ErrStepTaken))
+	// Output:
+	// "paid alice" <nil>
+	// true
 }
