@@ -391,3 +391,58 @@ return "done"`)
 		t.Fatalf("audit %s\n%s", got, clip(res))
 	}
 }
+
+// TestHostileSessionPrograms: programs that try every shape of call to
+// get a denied or unapproved call through the session features. The
+// invariant is the same for each: the denied refund and the transfer
+// nobody approved never run, the run ends with a Result, and the process
+// stays healthy.
+func TestHostileSessionPrograms(t *testing.T) {
+	var b bank
+	rt := mustNew(t, Options{Tools: b.tools(), Timeout: 10 * time.Second, StateKey: testStateKey,
+		Policy: mustRules(t, "shop.refundOrder=deny,shop.transfer=ask,default=allow").Policy(),
+		Approve: func(context.Context, CallRequest, string) Decision {
+			return Decision{} // a forgotten answer grants nothing either
+		}})
+	for name, code := range map[string]string{
+		"20k declared tools": `const t = Array(20000).fill("shop.lookup"); t.push("shop.refundOrder")
+await tools.$codemode.begin({ touches: t }); return await tools.shop.refundOrder({})`,
+		"touches as a string":   `await tools.$codemode.begin({ touches: "shop.refundOrder" }); return await tools.shop.refundOrder({})`,
+		"touches via __proto__": `await tools.$codemode.begin(JSON.parse('{"__proto__": {"touches": ["shop.refundOrder"]}}')); return await tools.shop.refundOrder({})`,
+		"forged tx ids": `for (const tx of [0, -1, "0", null, 1e308, { valueOf() { return 0 } }]) { try { await tools.$codemode.commit({ tx }) } catch {} try { await tools.$codemode.rollback({ tx }) } catch {} }
+return await tools.shop.refundOrder({})`,
+		"begin inside begin": `await tools.$codemode.begin({ touches: ["shop.lookup"] }); await tools.$codemode.begin({ touches: ["shop.refundOrder"] }); return await tools.shop.refundOrder({})`,
+		"call, apply, bind": `const f = tools.shop.refundOrder; await Promise.allSettled([f.call(null, {}), Reflect.apply(f, tools, [{}]), f.bind(null)({})]); return await f({})`,
+		"computed built-ins": `const c = tools["$code" + "mode"]; await c["be" + "gin"]({ touches: ["shop.refundOrder"] }); return await tools.shop[{ toString() { return "refundOrder" } }]({})`,
+		"200 begins at once":  `await Promise.allSettled(Array.from({ length: 200 }, () => tools.$codemode.begin({ touches: ["shop.refundOrder", "shop.transfer"] }))); return await tools.shop.transfer({ to: "x" })`,
+		"rollback loop":       `for (let i = 0; i < 50; i++) { const { tx } = await tools.$codemode.begin({ touches: ["shop.lookup"] }); await tools.shop.lookup({}); await tools.$codemode.rollback({ tx }) } return await tools.shop.transfer({ to: "x" })`,
+		"padded transfer":     `return await tools.shop.transfer({ a: " ".repeat(8150), to: "attacker-iban" })`,
+		"transfer in a transaction": `const { tx } = await tools.$codemode.begin({ touches: ["shop.transfer"] }).catch(() => ({}))
+return await tools.shop.transfer({ to: "x" })`,
+		"unawaited then throw": `tools.shop.transfer({ to: "x" }); tools.shop.refundOrder({}); throw new Error("bye")`,
+	} {
+		for _, mode := range []string{"execute", "suspendable"} {
+			var res Result
+			if mode == "execute" {
+				res, _ = rt.Execute(context.Background(), code)
+			} else {
+				var s *Suspended
+				res, s, _ = rt.ExecuteSuspendable(context.Background(), code)
+				// Deny whatever is asked, as the person would.
+				for i := 0; s != nil && i < 5; i++ {
+					var rs []CallResult
+					for _, p := range s.Pending {
+						rs = append(rs, CallResult{ID: p.ID, Denied: "no"})
+					}
+					res, s, _ = rt.Resume(context.Background(), s.State, rs...)
+				}
+			}
+			if b.refunds.Load() != 0 || b.transfers.Load() != 0 {
+				t.Fatalf("%s (%s): refunds %d, transfers %d\n%s", name, mode, b.refunds.Load(), b.transfers.Load(), clip(res))
+			}
+			if res.OK && !strings.Contains(string(res.Value), "denied") {
+				t.Errorf("%s (%s): a result that says nothing was refused: %s", name, mode, clip(res))
+			}
+		}
+	}
+}
