@@ -116,7 +116,7 @@ const stateMagic = "CMSBX001"
 
 // suspend records the run's state in r.susp and ends the run.
 func (r *run) suspend() *Failure {
-	snap, err := r.in.Snapshot()
+	snap, err := r.in.AppendSnapshot(context.Background(), nil, quickjs.SnapshotLimits{})
 	if err != nil {
 		return &Failure{Kind: WorkerExit, Message: "the run could not be suspended: " + err.Error()}
 	}
