@@ -156,6 +156,9 @@ func (ex *execution) request(deadline time.Time) sandbox.Request {
 		MemoryBytes: uint64(ex.lim.MaxMemoryBytes),
 		Suspend:     ex.hold,
 	}
+	if ex.hold {
+		req.StateRoom = stateRoom(ex.src.code)
+	}
 	if b, limited := outputBudget(ex.lim.MaxOutputBytes); limited {
 		// One byte over the budget tells the two cases apart; the cut
 		// itself happens in applyBudget.

@@ -131,7 +131,7 @@ type heldEntry struct {
 	Reason string          `json:"reason,omitempty"` // the policy's question
 }
 
-const stateMagic = "CMSTATE1"
+const stateMagic = "CMSTATE2"
 
 // ExecuteSuspendable runs code as Execute does, except that it never runs
 // the host's tools itself: when the program has nothing left to do but
@@ -410,25 +410,35 @@ func (rt *Runtime) Inspect(state []byte) (*Suspended, error) {
 	return suspended(h, state), nil
 }
 
-// sealState writes a state: the magic, the header's length and JSON, the
-// sandbox's bytes, and an HMAC-SHA256 of all of it under StateKey.
+// sealState writes a state: the sandbox's bytes, then the header's JSON,
+// its length and the magic, and an HMAC-SHA256 of all of it under
+// StateKey. The sandbox left room after its bytes for the rest.
 func (rt *Runtime) sealState(h *stateHeader, inner []byte) ([]byte, error) {
-	out, err := frame.Append(stateMagic, h, inner, sha256.Size)
+	head, err := json.Marshal(h)
 	if err != nil {
 		return nil, fmt.Errorf("codemode: the run could not be suspended: %w", err)
 	}
+	out := frame.Append(inner, stateMagic, head)
 	mac := hmac.New(sha256.New, rt.opts.StateKey)
 	mac.Write(out)
 	return mac.Sum(out), nil
 }
 
+// stateRoom is about how many bytes sealState adds to the sandbox's part
+// of a state: the program (escaped as JSON), the audit and the held calls
+// (counted in the sandbox's own room), and the MAC.
+func stateRoom(code string) int { return 2*len(code) + 16<<10 + sha256.Size }
+
 // openState authenticates a state and checks it belongs to this engine
 // build and tool tree.
 func (rt *Runtime) openState(state []byte) (*stateHeader, []byte, error) {
-	if len(state) < len(stateMagic)+4+sha256.Size || string(state[:len(stateMagic)]) != stateMagic {
+	if len(state) < len(stateMagic)+4+sha256.Size {
 		return nil, nil, ErrStateInvalid
 	}
 	body, sum := state[:len(state)-sha256.Size], state[len(state)-sha256.Size:]
+	if string(body[len(body)-len(stateMagic):]) != stateMagic {
+		return nil, nil, ErrStateInvalid
+	}
 	mac := hmac.New(sha256.New, rt.opts.StateKey)
 	mac.Write(body)
 	if !hmac.Equal(mac.Sum(nil), sum) {

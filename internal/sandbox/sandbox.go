@@ -218,6 +218,13 @@ type Request struct {
 	// for held calls, the run stops and Result.Suspended records it, for
 	// Resume to continue with the calls' results.
 	Suspend bool
+
+	// StateRoom is how many bytes the caller will append to a suspended
+	// run's State (its own header, a MAC). The state is made with that
+	// much spare capacity, and as much again as the sandbox's own header
+	// (the caller's usually describes the held calls again), so appending
+	// copies nothing; beyond it, appending still works, by copying.
+	StateRoom int
 }
 
 // Defaults for Request fields left zero.

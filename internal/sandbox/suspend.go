@@ -112,14 +112,10 @@ type parkedCall struct {
 	Input json.RawMessage `json:"input"`
 }
 
-const stateMagic = "CMSBX001"
+const stateMagic = "CMSBX002"
 
 // suspend records the run's state in r.susp and ends the run.
 func (r *run) suspend() *Failure {
-	snap, err := r.in.AppendSnapshot(context.Background(), nil, quickjs.SnapshotLimits{})
-	if err != nil {
-		return &Failure{Kind: WorkerExit, Message: "the run could not be suspended: " + err.Error()}
-	}
 	now := time.Now()
 	p := parked{
 		Memory: r.req.MemoryBytes, Spec: bindingSpec(r.req.Bindings), Main: r.main,
@@ -154,9 +150,18 @@ func (r *run) suspend() *Failure {
 	p.Value, p.ValueBytes, p.OutFailure = r.res.Value, r.res.ValueBytes, r.res.Failure
 	p.Logs, p.LogsDropped, p.LogBytes = r.res.Logs, r.res.LogsDropped, r.logBytes
 	r.mu.Unlock()
-	if susp.State, err = frame.Append(stateMagic, p, snap, 0); err != nil {
+	head, err := json.Marshal(p)
+	if err != nil {
 		return &Failure{Kind: WorkerExit, Message: "the run could not be suspended: " + err.Error()}
 	}
+	// The snapshot is the state's first and largest part; the headers go
+	// after it, in room left for them, so no layer copies it.
+	room := 2*frame.Len(stateMagic, head) + r.req.StateRoom
+	snap, err := r.in.AppendSnapshot(context.Background(), nil, quickjs.SnapshotLimits{Room: room})
+	if err != nil {
+		return &Failure{Kind: WorkerExit, Message: "the run could not be suspended: " + err.Error()}
+	}
+	susp.State = frame.Append(snap, stateMagic, head)
 	// The rejection boxes live on in the state; this instance is done.
 	r.rejected = map[uint32]rejection{}
 	r.mu.Lock()

@@ -2,14 +2,16 @@ package sandbox
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/codemode-go/codemode/internal/frame"
 )
 
 // imageDigest is the digest of the image of a configuration with one
@@ -76,8 +78,7 @@ var holdGet = []Namespace{{Name: "tools", Members: [][]string{{"get"}}, Admit: f
 // encodeState writes a parked run as Resume reads it.
 func encodeState(p *parked, snap []byte) []byte {
 	head, _ := json.Marshal(p)
-	out := append([]byte(stateMagic), binary.LittleEndian.AppendUint32(nil, uint32(len(head)))...)
-	return append(append(out, head...), snap...)
+	return frame.Append(slices.Clone(snap), stateMagic, head)
 }
 
 // TestResumeSurvivesForgedStates resumes states whose bookkeeping was
