@@ -371,7 +371,14 @@ func (rt *Runtime) step(ctx, runCtx context.Context, ex *execution, sr sandbox.R
 		}
 		h.Held = append(h.Held, heldEntry{Seq: c.ID, Index: index, Path: c.Path, Input: c.Input, Reason: ex.asks[index]})
 	}
-	state, err := rt.sealState(&h, sr.Suspended.State)
+	state, err := rt.sealState(runCtx, ex.deadline, &h, sr.Suspended.State)
+	if f := rt.sealFailure(runCtx, ex, err); f != nil {
+		// Sealing is part of the run, as the sandbox's part of the state
+		// is: the run ends as it would have while running.
+		sr.Suspended, sr.Failure = nil, f
+		res, err := rt.finish(runCtx, ex, sr)
+		return res, nil, rt.interruption(ctx, runCtx, err)
+	}
 	if err != nil {
 		return Result{ToolCalls: h.Calls}, nil, err
 	}
@@ -412,16 +419,46 @@ func (rt *Runtime) Inspect(state []byte) (*Suspended, error) {
 
 // sealState writes a state: the sandbox's bytes, then the header's JSON,
 // its length and the magic, and an HMAC-SHA256 of all of it under
-// StateKey. The sandbox left room after its bytes for the rest.
-func (rt *Runtime) sealState(h *stateHeader, inner []byte) ([]byte, error) {
+// StateKey. The sandbox left room after its bytes for the rest. It stops
+// with ctx's error, or errPastDeadline once deadline (when set) passes,
+// checking between megabytes of the MAC.
+func (rt *Runtime) sealState(ctx context.Context, deadline time.Time, h *stateHeader, inner []byte) ([]byte, error) {
 	head, err := json.Marshal(h)
 	if err != nil {
 		return nil, fmt.Errorf("codemode: the run could not be suspended: %w", err)
 	}
 	out := frame.Append(inner, stateMagic, head)
 	mac := hmac.New(sha256.New, rt.opts.StateKey)
-	mac.Write(out)
+	const chunk = 1 << 20 // hashed in about half a millisecond
+	for at := 0; ; at += chunk {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			return nil, errPastDeadline
+		}
+		if at >= len(out) {
+			break
+		}
+		mac.Write(out[at:min(at+chunk, len(out))])
+	}
 	return mac.Sum(out), nil
+}
+
+var errPastDeadline = errors.New("codemode: the run's deadline passed")
+
+// sealFailure is how a run ends whose state sealState did not seal in
+// time; nil for any other outcome.
+func (rt *Runtime) sealFailure(runCtx context.Context, ex *execution, err error) *sandbox.Failure {
+	switch {
+	case err == nil:
+		return nil
+	case runCtx.Err() != nil:
+		return &sandbox.Failure{Kind: sandbox.Abort, Message: "the run was cancelled by its caller"}
+	case errors.Is(err, errPastDeadline):
+		return sandbox.TimeoutFailure(ex.lim.Timeout)
+	}
+	return nil
 }
 
 // stateRoom is about how many bytes sealState adds to the sandbox's part

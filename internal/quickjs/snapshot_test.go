@@ -232,6 +232,12 @@ func TestSnapshotBlocks(t *testing.T) {
 		if _, err := in.AppendSnapshot(ctx, nil, SnapshotLimits{}); !errors.Is(err, context.Canceled) {
 			t.Fatalf("got %v, want context.Canceled", err)
 		}
+		// A deadline that passes half way: writing stops at the next
+		// block.
+		mid := &endsAfter{Context: context.Background(), checks: 3}
+		if _, err := in.AppendSnapshot(mid, nil, SnapshotLimits{}); !errors.Is(err, context.DeadlineExceeded) || mid.checks != -1 {
+			t.Fatalf("got %v after %d more checks, want context.DeadlineExceeded at the first check after the end", err, -mid.checks-1)
+		}
 	})
 	// The instance still snapshots as before (but for its clock, whose
 	// bytes compress a little differently).
@@ -239,4 +245,20 @@ func TestSnapshotBlocks(t *testing.T) {
 	if err != nil || len(again) < size-64 || len(again) > size+64 {
 		t.Fatalf("snapshot after the stopped ones: %d bytes, %v; want about %d", len(again), err, size)
 	}
+}
+
+// endsAfter is a context whose deadline passes after a number of checks
+// of Err: a deadline passing part way through some work, at a point the
+// test chooses.
+type endsAfter struct {
+	context.Context
+	checks int
+}
+
+func (c *endsAfter) Err() error {
+	c.checks--
+	if c.checks < 0 {
+		return context.DeadlineExceeded
+	}
+	return nil
 }

@@ -114,7 +114,10 @@ type parkedCall struct {
 
 const stateMagic = "CMSBX002"
 
-// suspend records the run's state in r.susp and ends the run.
+// suspend records the run's state in r.susp and ends the run. Writing the
+// state is part of the run: it stops when the run's deadline passes or
+// its caller cancels it (the run then ends as it would have while
+// running).
 func (r *run) suspend() *Failure {
 	now := time.Now()
 	p := parked{
@@ -157,8 +160,12 @@ func (r *run) suspend() *Failure {
 	// The snapshot is the state's first and largest part; the headers go
 	// after it, in room left for them, so no layer copies it.
 	room := 2*frame.Len(stateMagic, head) + r.req.StateRoom
-	snap, err := r.in.AppendSnapshot(context.Background(), nil, quickjs.SnapshotLimits{Room: room})
-	if err != nil {
+	snap, err := r.in.AppendSnapshot(r.ctx, nil, quickjs.SnapshotLimits{Room: room})
+	switch {
+	case r.ctx.Err() != nil:
+		r.expire(r.ctxExpiry())
+		return nil // result() reports the expiry
+	case err != nil:
 		return &Failure{Kind: WorkerExit, Message: "the run could not be suspended: " + err.Error()}
 	}
 	susp.State = frame.Append(snap, stateMagic, head)
