@@ -92,7 +92,8 @@ var (
 	// ErrNoStateKey: Options.StateKey is not set, so runs cannot suspend.
 	ErrNoStateKey = errors.New("codemode: runs cannot suspend or resume without Options.StateKey")
 	// ErrStateInvalid: the state is damaged, truncated, was not made by
-	// codemode, or was made with another StateKey.
+	// codemode, was made with another StateKey, or is larger than
+	// Options.MaxStateBytes.
 	ErrStateInvalid = errors.New("codemode: the state is damaged or was not made with this StateKey")
 	// ErrStateEngine: the state was made with another engine build.
 	ErrStateEngine = errors.New("codemode: the state was made with another engine build")
@@ -421,11 +422,15 @@ func (rt *Runtime) Inspect(state []byte) (*Suspended, error) {
 // its length and the magic, and an HMAC-SHA256 of all of it under
 // StateKey. The sandbox left room after its bytes for the rest. It stops
 // with ctx's error, or errPastDeadline once deadline (when set) passes,
-// checking between megabytes of the MAC.
+// checking between megabytes of the MAC, and with a *stateSizeError for
+// a state over MaxStateBytes.
 func (rt *Runtime) sealState(ctx context.Context, deadline time.Time, h *stateHeader, inner []byte) ([]byte, error) {
 	head, err := json.Marshal(h)
 	if err != nil {
 		return nil, fmt.Errorf("codemode: the run could not be suspended: %w", err)
+	}
+	if n := len(inner) + frame.Len(stateMagic, head) + sha256.Size; int64(n) > rt.opts.MaxStateBytes {
+		return nil, &stateSizeError{n}
 	}
 	out := frame.Append(inner, stateMagic, head)
 	mac := hmac.New(sha256.New, rt.opts.StateKey)
@@ -447,9 +452,17 @@ func (rt *Runtime) sealState(ctx context.Context, deadline time.Time, h *stateHe
 
 var errPastDeadline = errors.New("codemode: the run's deadline passed")
 
+// stateSizeError: a state of n bytes, over MaxStateBytes.
+type stateSizeError struct{ n int }
+
+func (e *stateSizeError) Error() string {
+	return fmt.Sprintf("codemode: a state of %d bytes, over MaxStateBytes", e.n)
+}
+
 // sealFailure is how a run ends whose state sealState did not seal in
-// time; nil for any other outcome.
+// time or in size; nil for any other outcome.
 func (rt *Runtime) sealFailure(runCtx context.Context, ex *execution, err error) *sandbox.Failure {
+	var size *stateSizeError
 	switch {
 	case err == nil:
 		return nil
@@ -457,6 +470,8 @@ func (rt *Runtime) sealFailure(runCtx context.Context, ex *execution, err error)
 		return &sandbox.Failure{Kind: sandbox.Abort, Message: "the run was cancelled by its caller"}
 	case errors.Is(err, errPastDeadline):
 		return sandbox.TimeoutFailure(ex.lim.Timeout)
+	case errors.As(err, &size):
+		return sandbox.StateLimitFailure(int64(size.n), rt.opts.MaxStateBytes)
 	}
 	return nil
 }
@@ -469,6 +484,9 @@ func stateRoom(code string) int { return 2*len(code) + 16<<10 + sha256.Size }
 // openState authenticates a state and checks it belongs to this engine
 // build and tool tree.
 func (rt *Runtime) openState(state []byte) (*stateHeader, []byte, error) {
+	if int64(len(state)) > rt.opts.MaxStateBytes {
+		return nil, nil, fmt.Errorf("%w: it is %d bytes, over MaxStateBytes (%d)", ErrStateInvalid, len(state), rt.opts.MaxStateBytes)
+	}
 	if len(state) < len(stateMagic)+4+sha256.Size {
 		return nil, nil, ErrStateInvalid
 	}

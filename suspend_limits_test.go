@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -145,6 +146,115 @@ func TestSuspendingIsPartOfTheRun(t *testing.T) {
 		}
 		if _, _, err := rt.openState(state); err != nil {
 			t.Fatalf("a state sealed in time does not open: %v", err)
+		}
+	})
+}
+
+// TestMaxStateBytes: a run whose state would exceed the cap fails with
+// MemoryLimitExceeded and says by how much; Resume and Inspect refuse a
+// state over the cap before reading it.
+func TestMaxStateBytes(t *testing.T) {
+	ctx := context.Background()
+	t.Run("default and validation", func(t *testing.T) {
+		rt, err := New(Options{MaxMemoryBytes: 8 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt.Close()
+		if rt.opts.MaxStateBytes != 8<<20 {
+			t.Errorf("default MaxStateBytes %d, want MaxMemoryBytes (%d)", rt.opts.MaxStateBytes, 8<<20)
+		}
+		if _, err := New(Options{MaxStateBytes: -1}); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("negative MaxStateBytes: %v", err)
+		}
+	})
+
+	t.Run("a run over the cap does not suspend", func(t *testing.T) {
+		opts := suspendOptions(nil)
+		opts.MaxStateBytes = 256 << 10
+		rt, err := New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rt.Close()
+		// About 4 MiB of heap, a state of more than a megabyte.
+		res, s, err := rt.ExecuteSuspendable(ctx, heldHeap(20_000, ""))
+		if err != nil || s != nil || !errors.Is(res.Err(), MemoryLimitExceeded) {
+			t.Fatalf("got %v, state %v, %s; want MemoryLimitExceeded and no state", err, s != nil, clip(res))
+		}
+		m := regexp.MustCompile(`about (\d+) bytes, over the limit of (\d+) bytes`).FindStringSubmatch(res.Error.Message)
+		if m == nil || m[2] != strconv.Itoa(256<<10) {
+			t.Fatalf("message %q does not give the size and the cap", res.Error.Message)
+		}
+		// The size is an estimate from the part written before it stopped.
+		if about, _ := strconv.Atoi(m[1]); about < 512<<10 {
+			t.Errorf("estimated %d bytes; the state takes more than a megabyte", about)
+		}
+		if len(res.Error.Suggestions) == 0 || !strings.Contains(res.Error.Suggestions[0], "before awaiting tool calls") {
+			t.Errorf("suggestions %q", res.Error.Suggestions)
+		}
+		if len(res.ToolCalls) != 1 || res.ToolCalls[0].Outcome != OutcomeCancelled {
+			t.Errorf("audit %+v, want the held call cancelled", res.ToolCalls)
+		}
+		// A run that keeps less suspends under the same cap.
+		s = suspendOnce(t, rt, heldHeap(100, ""))
+		if len(s.State) > 256<<10 {
+			t.Fatalf("a state of %d bytes was returned over the cap", len(s.State))
+		}
+	})
+
+	t.Run("resume refuses a state over the cap", func(t *testing.T) {
+		opts := suspendOptions(nil)
+		rt, err := New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rt.Close()
+		s := suspendOnce(t, rt, heldHeap(2000, ""))
+		result := rt.Call(ctx, s.Pending[0])
+		opts.MaxStateBytes = int64(len(s.State) - 1)
+		small, err := New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer small.Close()
+		if _, next, err := small.Resume(ctx, s.State, result); !errors.Is(err, ErrStateInvalid) || next != nil {
+			t.Fatalf("Resume of %d bytes under a cap of %d: %v", len(s.State), opts.MaxStateBytes, err)
+		}
+		if _, err := small.Inspect(s.State); !errors.Is(err, ErrStateInvalid) {
+			t.Fatalf("Inspect: %v", err)
+		}
+		opts.MaxStateBytes++
+		exact, err := New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer exact.Close()
+		res, _, err := exact.Resume(ctx, s.State, result)
+		if err != nil || string(res.Value) != heldHeapValue(2000) {
+			t.Fatalf("Resume at the cap: %v %s", err, clip(res))
+		}
+	})
+
+	t.Run("sealing checks the cap", func(t *testing.T) {
+		opts := suspendOptions(nil)
+		opts.MaxStateBytes = 1 << 20
+		rt, err := New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rt.Close()
+		// The sandbox's part fits; with the Runtime's header and MAC the
+		// state would not.
+		h := &stateHeader{RunID: "r", Limits: limits{MaxMemoryBytes: 1 << 20}}
+		var size *stateSizeError
+		_, err = rt.sealState(ctx, time.Time{}, h, make([]byte, 1<<20-10))
+		if !errors.As(err, &size) || size.n <= 1<<20 {
+			t.Fatalf("got %v, want a stateSizeError over %d bytes", err, 1<<20)
+		}
+		f := rt.sealFailure(ctx, &execution{}, err)
+		if f == nil || !strings.Contains(f.Message, strconv.Itoa(size.n)) {
+			t.Fatalf("failure %+v", f)
 		}
 	})
 }

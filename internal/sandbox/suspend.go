@@ -114,10 +114,17 @@ type parkedCall struct {
 
 const stateMagic = "CMSBX002"
 
+// StateLimitFailure is the failure of a run that waited for held calls
+// with a state of about the given size, over max (Request.MaxStateBytes).
+func StateLimitFailure(about, max int64) *Failure {
+	return &Failure{Kind: StateLimit, Message: fmt.Sprintf(
+		"the run cannot wait for its tool calls: its state would be about %d bytes, over the limit of %d bytes for the state of a waiting run", about, max)}
+}
+
 // suspend records the run's state in r.susp and ends the run. Writing the
 // state is part of the run: it stops when the run's deadline passes or
 // its caller cancels it (the run then ends as it would have while
-// running).
+// running), and when the state outgrows Request.MaxStateBytes.
 func (r *run) suspend() *Failure {
 	now := time.Now()
 	p := parked{
@@ -159,12 +166,19 @@ func (r *run) suspend() *Failure {
 	}
 	// The snapshot is the state's first and largest part; the headers go
 	// after it, in room left for them, so no layer copies it.
-	room := 2*frame.Len(stateMagic, head) + r.req.StateRoom
-	snap, err := r.in.AppendSnapshot(r.ctx, nil, quickjs.SnapshotLimits{Room: room})
+	trailer := frame.Len(stateMagic, head)
+	lim := quickjs.SnapshotLimits{Room: 2*trailer + r.req.StateRoom}
+	if m := r.req.MaxStateBytes; m > 0 {
+		lim.Max = int(max(m-int64(trailer), 1))
+	}
+	snap, err := r.in.AppendSnapshot(r.ctx, nil, lim)
+	var size *quickjs.SnapshotSizeError
 	switch {
 	case r.ctx.Err() != nil:
 		r.expire(r.ctxExpiry())
 		return nil // result() reports the expiry
+	case errors.As(err, &size):
+		return StateLimitFailure(size.About+int64(trailer), r.req.MaxStateBytes)
 	case err != nil:
 		return &Failure{Kind: WorkerExit, Message: "the run could not be suspended: " + err.Error()}
 	}

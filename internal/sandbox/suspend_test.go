@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -149,5 +150,34 @@ func TestResumeSurvivesForgedStates(t *testing.T) {
 	if err != nil || res.Failure == nil || want.Failure == nil || res.Failure.Message != want.Failure.Message ||
 		res.Failure.Unawaited != want.Failure.Unawaited || res.Failure.Line != want.Failure.Line {
 		t.Fatalf("resumed %+v %v\ndirect %+v", res.Failure, err, want.Failure)
+	}
+}
+
+// TestSuspendBounds: a state is made with room after it for the bytes
+// its caller appends, so appending them copies nothing; a run whose state
+// would exceed MaxStateBytes fails with StateLimit instead of suspending.
+func TestSuspendBounds(t *testing.T) {
+	s := newSandbox(t)
+	ctx := context.Background()
+	req := Request{Program: `(async () => {
+	const keep = Array.from({ length: 20000 }, (_, i) => ({ i, s: "row " + i }))
+	await tools.get({})
+	return keep.length
+})()`, Bindings: holdGet, Suspend: true, Timeout: 5 * time.Second, StateRoom: 10_000}
+	res, err := s.Run(ctx, req)
+	if err != nil || res.Suspended == nil {
+		t.Fatalf("not suspended: %+v %v", res, err)
+	}
+	state := res.Suspended.State
+	if room := cap(state) - len(state); room < req.StateRoom {
+		t.Errorf("room after the state: %d bytes, want at least %d", room, req.StateRoom)
+	}
+	req.MaxStateBytes = int64(len(state) / 2)
+	res, err = s.Run(ctx, req)
+	if err != nil || res.Suspended != nil || res.Failure == nil || res.Failure.Kind != StateLimit {
+		t.Fatalf("over the cap: %+v %v, want a StateLimit failure", res.Failure, err)
+	}
+	if !strings.Contains(res.Failure.Message, fmt.Sprintf("limit of %d bytes", req.MaxStateBytes)) {
+		t.Errorf("message %q does not name the cap", res.Failure.Message)
 	}
 }
