@@ -3,6 +3,7 @@ package codemode
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"runtime"
 	"slices"
@@ -99,17 +100,19 @@ return big.length`
 // it waits) to ExecuteSuspendable's return, and the process's peak RSS
 // over the op (VmHWM, reset before it where Linux allows). "execute" is
 // the same program under Execute, with a tool that answers at once, for
-// the footprint of the run itself. Run it once per process for peaks
-// that do not include an earlier op's garbage:
+// the footprint of the run itself; "timeout-5s" suspends it under a 5 s
+// Timeout, which building the data nearly uses up, and reports how long
+// the whole call took and whether it returned a state. Run it once per
+// process for peaks that do not include an earlier op's garbage:
 //
 //	go test -tags codemode_embed -run '^$' -bench SuspendLarge -benchtime 1x .
 func BenchmarkSuspendLarge(b *testing.B) {
-	for _, mode := range []string{"suspend", "execute"} {
+	for _, mode := range []string{"suspend", "execute", "timeout-5s"} {
 		b.Run(mode, func(b *testing.B) {
 			ctx := context.Background()
 			var admitted atomic.Int64
 			get := Tool{Run: func(_ context.Context, in json.RawMessage) (any, error) { return in, nil }}
-			rt := benchRuntime(b, Options{
+			opts := Options{
 				Tools: Tools{"x": Tools{"get": get}}, StateKey: testStateKey, MaxMemoryBytes: 256 << 20,
 				Policy: func(context.Context, CallRequest) Decision {
 					admitted.Store(time.Now().UnixNano())
@@ -118,28 +121,48 @@ func BenchmarkSuspendLarge(b *testing.B) {
 					}
 					return Decision{Verdict: Ask}
 				},
-			})
+			}
+			if mode == "timeout-5s" {
+				opts.Timeout = 5 * time.Second
+			}
+			rt := benchRuntime(b, opts)
 			var after []time.Duration
 			var peak int64
 			for i := 0; i < b.N; i++ {
 				resetPeakRSS()
-				if mode == "execute" {
+				start := time.Now()
+				switch mode {
+				case "execute":
 					res, err := rt.Execute(ctx, largeHeapProgram)
 					if err != nil || !res.OK {
 						b.Fatal("run failed", err, res.Error)
 					}
-				} else {
+				case "suspend":
 					_, s, err := rt.ExecuteSuspendable(ctx, largeHeapProgram)
 					if err != nil || s == nil {
 						b.Fatal("not suspended", err)
 					}
 					b.ReportMetric(float64(len(s.State))/1e6, "state-MB")
+				case "timeout-5s":
+					res, s, err := rt.ExecuteSuspendable(ctx, largeHeapProgram)
+					if err != nil || s == nil && !errors.Is(res.Err(), TimeoutExceeded) {
+						b.Fatal("neither suspended nor timed out", err, res.Error)
+					}
+					b.ReportMetric(time.Since(start).Seconds(), "s-total")
+					b.ReportMetric(float64(len(res.ToolCalls)), "calls-made")
+					if s != nil {
+						b.ReportMetric(1, "suspended")
+					} else {
+						b.ReportMetric(0, "suspended")
+					}
 				}
 				after = append(after, time.Duration(time.Now().UnixNano()-admitted.Load()))
 				peak = max(peak, peakRSS())
 			}
 			slices.Sort(after)
-			b.ReportMetric(float64(after[len(after)/2])/1e6, "ms-after-call")
+			if admitted.Load() != 0 {
+				b.ReportMetric(float64(after[len(after)/2])/1e6, "ms-after-call")
+			}
 			if peak > 0 {
 				b.ReportMetric(float64(peak)/(1<<20), "peak-RSS-MiB")
 			}
