@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/codemode-go/codemode/internal/frame"
 )
@@ -179,5 +181,28 @@ func TestSuspendBounds(t *testing.T) {
 	}
 	if !strings.Contains(res.Failure.Message, fmt.Sprintf("limit of %d bytes", req.MaxStateBytes)) {
 		t.Errorf("message %q does not name the cap", res.Failure.Message)
+	}
+}
+
+// TestFinishedRunNotRetained: an instance kept for the next run holds
+// nothing of the run that used it, so a suspended run's state (tens of
+// megabytes, for a run holding much) is freed once its holder drops it.
+func TestFinishedRunNotRetained(t *testing.T) {
+	s := newSandbox(t)
+	state := func() weak.Pointer[byte] {
+		res, err := s.Run(context.Background(), Request{Program: `(async () => {
+	const keep = Array.from({ length: 20000 }, (_, i) => ({ i, s: "row " + i }))
+	await tools.get({})
+	return keep.length
+})()`, Bindings: holdGet, Suspend: true, Timeout: 5 * time.Second})
+		if err != nil || res.Suspended == nil {
+			t.Fatalf("not suspended: %+v %v", res, err)
+		}
+		return weak.Make(&res.Suspended.State[0])
+	}()
+	runtime.GC()
+	runtime.GC()
+	if state.Value() != nil {
+		t.Fatal("the state is still reachable after the run ended and its result was dropped")
 	}
 }
