@@ -29,7 +29,8 @@ type Suspended struct {
 	// StateKey. It is authenticated, not encrypted: it holds the program,
 	// its logs, the inputs of its calls, the results delivered so far and
 	// whatever the program keeps in memory. Store it where the tool
-	// results themselves may be kept.
+	// results themselves may be kept. It is at most
+	// Options.MaxStateBytes long.
 	State []byte
 	// Pending are the calls the run waits for, in the order they were
 	// made. Each needs a result (Runtime.Call runs the tool; a host may
