@@ -71,9 +71,10 @@ func (img *Image) Portable() bool { return img.frozen }
 //
 // Blocks are what bound the work: between two, AppendSnapshot checks its
 // context and its size limit, and a block is the only buffer it fills
-// besides the snapshot itself. A megabyte compresses in about a
-// millisecond and is as small, measured on a 107 MiB heap, as one block of
-// it all (40.7 against 40.5 MB), and faster since it stays in cache.
+// besides the snapshot itself. A megabyte is a millisecond or so of work,
+// and compresses about as well as one block of everything would, and
+// faster, since it stays in cache (BENCHMARKS.md, "Suspending a large
+// run").
 const (
 	snapshotBlock = 1 << 20
 	// maxBlock bounds a block's decoded size: a block of pages, with the
@@ -109,8 +110,7 @@ func (e *SnapshotSizeError) Error() string {
 // made from an image; it is not changed but for its dead stack, which is
 // cleared. It stops with ctx's error once ctx ends and with a
 // *SnapshotSizeError once the snapshot outgrows lim.Max, checking both
-// after every block (see snapshotBlock); what it appended by then is
-// garbage.
+// after every block (see snapshotBlock), and returns nil then.
 func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim SnapshotLimits) ([]byte, error) {
 	img := in.img
 	if img == nil || in.dead || in.depth != 0 {
