@@ -170,6 +170,9 @@ func (ex *execution) request(deadline time.Time) sandbox.Request {
 		MemoryBytes: uint64(ex.lim.MaxMemoryBytes),
 		Suspend:     ex.hold,
 	}
+	if ex.hold {
+		req.MaxStateBytes, req.StateRoom = ex.rt.opts.MaxStateBytes, stateRoom(ex.src.code)
+	}
 	if b, limited := outputBudget(ex.lim.MaxOutputBytes); limited {
 		// One byte over the budget tells the two cases apart; the cut
 		// itself happens in applyBudget.
@@ -518,6 +521,9 @@ func (ex *execution) diagnose(f *sandbox.Failure) *Diagnostic {
 	case sandbox.Memory:
 		d.Kind = MemoryLimitExceeded
 		d.Suggestions = []string{"Keep less data in memory: filter and aggregate as results arrive, and return only the fields needed."}
+	case sandbox.StateLimit:
+		d.Kind = MemoryLimitExceeded
+		d.Suggestions = []string{"Keep less in memory before awaiting tool calls: a run that waits for a call is saved with everything it holds, so filter, aggregate or drop data before the await."}
 	case sandbox.InvalidOutput:
 		d.Kind = InvalidDataValue
 		d.Suggestions = []string{"Return plain data: objects, arrays, strings, numbers, booleans and null."}

@@ -157,6 +157,19 @@ type Options struct {
 	// means runs cannot suspend.
 	StateKey []byte
 
+	// MaxStateBytes bounds the state of a suspended run (see
+	// [Runtime.ExecuteSuspendable]). A run whose state would be larger
+	// does not suspend: it fails with MemoryLimitExceeded as soon as that
+	// is known, without writing the rest. Resume and Inspect refuse a
+	// larger state (ErrStateInvalid) before reading any of it. The cap is
+	// the Runtime's, whichever Runtime started the run. Zero means
+	// MaxMemoryBytes: a state holds what the run has in memory, compressed
+	// (to a third or a half, typically), so the default refuses only a
+	// run that fills its memory with data that does not compress, and a
+	// host sizing its store can count on a state being no larger than the
+	// memory a run may use. It must not be negative.
+	MaxStateBytes int64
+
 	// TimeoutIncludesSuspended makes the wall time a run spends suspended
 	// count against its Timeout, and move its timers and performance.now()
 	// on by as much: a run resumed after its deadline ends with
@@ -285,6 +298,12 @@ func (o *Options) normalize() error {
 		o.MaxConcurrency = DefaultMaxConcurrency
 	case o.MaxConcurrency < 0:
 		return bad("MaxConcurrency %d is negative", o.MaxConcurrency)
+	}
+	switch {
+	case o.MaxStateBytes == 0:
+		o.MaxStateBytes = o.MaxMemoryBytes
+	case o.MaxStateBytes < 0:
+		return bad("MaxStateBytes %d is negative", o.MaxStateBytes)
 	}
 	if o.StateKey != nil && len(o.StateKey) < MinStateKeyBytes {
 		return bad("StateKey has %d bytes; it needs at least %d", len(o.StateKey), MinStateKeyBytes)

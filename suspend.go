@@ -29,7 +29,8 @@ type Suspended struct {
 	// StateKey. It is authenticated, not encrypted: it holds the program,
 	// its logs, the inputs of its calls, the results delivered so far and
 	// whatever the program keeps in memory. Store it where the tool
-	// results themselves may be kept.
+	// results themselves may be kept. It is at most
+	// Options.MaxStateBytes long.
 	State []byte
 	// Pending are the calls the run waits for, in the order they were
 	// made. Each needs a result (Runtime.Call runs the tool; a host may
@@ -100,7 +101,8 @@ var (
 	// ErrNoStateKey: Options.StateKey is not set, so runs cannot suspend.
 	ErrNoStateKey = errors.New("codemode: runs cannot suspend or resume without Options.StateKey")
 	// ErrStateInvalid: the state is damaged, truncated, was not made by
-	// codemode, or was made with another StateKey.
+	// codemode, was made with another StateKey, or is larger than
+	// Options.MaxStateBytes.
 	ErrStateInvalid = errors.New("codemode: the state is damaged or was not made with this StateKey")
 	// ErrStateEngine: the state was made with another engine build.
 	ErrStateEngine = errors.New("codemode: the state was made with another engine build")
@@ -151,7 +153,7 @@ type heldCall struct {
 	tx     *int
 }
 
-const stateMagic = "CMSTATE1"
+const stateMagic = "CMSTATE2"
 
 // ExecuteSuspendable runs code as Execute does, except that it never runs
 // the host's tools itself: when the program has nothing left to do but
@@ -415,7 +417,14 @@ func (rt *Runtime) step(ctx, runCtx context.Context, ex *execution, sr sandbox.R
 		}
 		h.Held = append(h.Held, heldEntry{Seq: c.ID, Index: hc.index, Path: c.Path, Input: hc.input, Reason: hc.reason, Tx: hc.tx})
 	}
-	state, err := rt.sealState(&h, sr.Suspended.State)
+	state, err := rt.sealState(runCtx, ex.deadline, &h, sr.Suspended.State)
+	if f := rt.sealFailure(runCtx, ex, err); f != nil {
+		// Sealing is part of the run, as the sandbox's part of the state
+		// is: the run ends as it would have while running.
+		sr.Suspended, sr.Failure = nil, f
+		res, err := rt.finish(runCtx, ex, sr)
+		return res, nil, rt.interruption(ctx, runCtx, err)
+	}
 	if err != nil {
 		return Result{ToolCalls: h.Calls}, nil, err
 	}
@@ -458,25 +467,82 @@ func (rt *Runtime) Inspect(state []byte) (*Suspended, error) {
 	return rt.suspended(h, state), nil
 }
 
-// sealState writes a state: the magic, the header's length and JSON, the
-// sandbox's bytes, and an HMAC-SHA256 of all of it under StateKey.
-func (rt *Runtime) sealState(h *stateHeader, inner []byte) ([]byte, error) {
-	out, err := frame.Append(stateMagic, h, inner, sha256.Size)
+// sealState writes a state: the sandbox's bytes, then the header's JSON,
+// its length and the magic, and an HMAC-SHA256 of all of it under
+// StateKey. The sandbox left room after its bytes for the rest. It stops
+// with ctx's error, or errPastDeadline once deadline (when set) passes,
+// checking between megabytes of the MAC, and with a *stateSizeError for
+// a state over MaxStateBytes.
+func (rt *Runtime) sealState(ctx context.Context, deadline time.Time, h *stateHeader, inner []byte) ([]byte, error) {
+	head, err := json.Marshal(h)
 	if err != nil {
 		return nil, fmt.Errorf("codemode: the run could not be suspended: %w", err)
 	}
+	if n := len(inner) + frame.Len(stateMagic, head) + sha256.Size; int64(n) > rt.opts.MaxStateBytes {
+		return nil, &stateSizeError{n}
+	}
+	out := frame.Append(inner, stateMagic, head)
 	mac := hmac.New(sha256.New, rt.opts.StateKey)
-	mac.Write(out)
+	const chunk = 1 << 20 // hashed in about half a millisecond
+	for at := 0; ; at += chunk {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			return nil, errPastDeadline
+		}
+		if at >= len(out) {
+			break
+		}
+		mac.Write(out[at:min(at+chunk, len(out))])
+	}
 	return mac.Sum(out), nil
 }
+
+var errPastDeadline = errors.New("codemode: the run's deadline passed")
+
+// stateSizeError: a state of n bytes, over MaxStateBytes.
+type stateSizeError struct{ n int }
+
+func (e *stateSizeError) Error() string {
+	return fmt.Sprintf("codemode: a state of %d bytes, over MaxStateBytes", e.n)
+}
+
+// sealFailure is how a run ends whose state sealState did not seal in
+// time or in size; nil for any other outcome.
+func (rt *Runtime) sealFailure(runCtx context.Context, ex *execution, err error) *sandbox.Failure {
+	var size *stateSizeError
+	switch {
+	case err == nil:
+		return nil
+	case runCtx.Err() != nil:
+		return &sandbox.Failure{Kind: sandbox.Abort, Message: "the run was cancelled by its caller"}
+	case errors.Is(err, errPastDeadline):
+		return sandbox.TimeoutFailure(ex.lim.Timeout)
+	case errors.As(err, &size):
+		return sandbox.StateLimitFailure(int64(size.n), rt.opts.MaxStateBytes)
+	}
+	return nil
+}
+
+// stateRoom is about how many bytes sealState adds to the sandbox's part
+// of a state: the program (escaped as JSON), the audit and the held calls
+// (counted in the sandbox's own room), and the MAC.
+func stateRoom(code string) int { return 2*len(code) + 16<<10 + sha256.Size }
 
 // openState authenticates a state and checks it belongs to this engine
 // build and tool tree.
 func (rt *Runtime) openState(state []byte) (*stateHeader, []byte, error) {
-	if len(state) < len(stateMagic)+4+sha256.Size || string(state[:len(stateMagic)]) != stateMagic {
+	if int64(len(state)) > rt.opts.MaxStateBytes {
+		return nil, nil, fmt.Errorf("%w: it is %d bytes, over MaxStateBytes (%d)", ErrStateInvalid, len(state), rt.opts.MaxStateBytes)
+	}
+	if len(state) < len(stateMagic)+4+sha256.Size {
 		return nil, nil, ErrStateInvalid
 	}
 	body, sum := state[:len(state)-sha256.Size], state[len(state)-sha256.Size:]
+	if string(body[len(body)-len(stateMagic):]) != stateMagic {
+		return nil, nil, ErrStateInvalid
+	}
 	mac := hmac.New(sha256.New, rt.opts.StateKey)
 	mac.Write(body)
 	if !hmac.Equal(mac.Sum(nil), sum) {

@@ -260,7 +260,7 @@ func TestResumeRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Engine = strings.Repeat("0", 64)
-	otherEngine, err := rt.sealState(h, inner)
+	otherEngine, err := rt.sealState(ctx, time.Time{}, h, inner)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,10 @@
-// Package frame lays out the states of suspended runs: a magic string,
-// the length of a JSON header, the header, then opaque bytes. The sandbox
-// frames its part of a state this way, and the Runtime frames the sandbox's
-// part inside its own.
+// Package frame lays out the states of suspended runs in layers. Each
+// layer appends to the bytes of the layer below its header (JSON), the
+// header's length and a magic string: the snapshot of the engine's
+// memory comes first, then the sandbox's header, then the Runtime's. A
+// header follows the bytes it describes so that every layer adds to the
+// same buffer in place, and the largest part, the snapshot, is written
+// once and never copied.
 package frame
 
 import (
@@ -12,40 +15,43 @@ import (
 	"fmt"
 )
 
-// ErrMalformed: the bytes are not a frame with this magic and a header
-// that decodes.
+// ErrMalformed: the bytes do not end with a frame with this magic and a
+// header that decodes.
 var ErrMalformed = errors.New("frame: malformed")
 
-// Append returns magic, the length of head's JSON, the JSON and rest, in a
-// slice with room for extra more bytes.
-func Append(magic string, head any, rest []byte, extra int) ([]byte, error) {
-	h, err := json.Marshal(head)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, 0, len(magic)+4+len(h)+len(rest)+extra)
-	out = append(out, magic...)
-	out = binary.LittleEndian.AppendUint32(out, uint32(len(h)))
-	out = append(out, h...)
-	return append(out, rest...), nil
+// Len is how many bytes Append adds for a header of JSON head.
+func Len(magic string, head []byte) int { return len(head) + 4 + len(magic) }
+
+// Append appends head (a header's JSON), its length and magic to b.
+func Append(b []byte, magic string, head []byte) []byte {
+	b = append(b, head...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(head)))
+	return append(b, magic...)
 }
 
-// Split reads what Append wrote: it decodes the header into head,
-// refusing fields head does not have, and returns the bytes after it.
+// Split reads what Append added to the end of b: it decodes the header
+// into head, refusing fields head does not have, and returns the bytes
+// before it, with no capacity beyond them.
 func Split(b []byte, magic string, head any) ([]byte, error) {
-	if len(b) < len(magic)+4 || string(b[:len(magic)]) != magic {
+	if len(b) < len(magic)+4 || string(b[len(b)-len(magic):]) != magic {
 		return nil, ErrMalformed
 	}
-	rest := b[len(magic):]
-	n := binary.LittleEndian.Uint32(rest)
-	rest = rest[4:]
-	if uint64(n) > uint64(len(rest)) {
+	b = b[:len(b)-len(magic)]
+	n := binary.LittleEndian.Uint32(b[len(b)-4:])
+	b = b[:len(b)-4]
+	if uint64(n) > uint64(len(b)) {
 		return nil, ErrMalformed
 	}
-	dec := json.NewDecoder(bytes.NewReader(rest[:n]))
+	dec := json.NewDecoder(bytes.NewReader(b[len(b)-int(n):]))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(head); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
-	return rest[n:], nil
+	if dec.More() {
+		return nil, fmt.Errorf("%w: data after the header", ErrMalformed)
+	}
+	// Capped, so that appending to the rest (sealing it again) cannot
+	// write over the header.
+	rest := len(b) - int(n)
+	return b[:rest:rest], nil
 }

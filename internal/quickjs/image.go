@@ -373,6 +373,9 @@ func (img *Image) recycle(in *Instance) bool {
 	if full() {
 		return false
 	}
+	// Only the wasm instance is kept (adopt wraps it anew): the host
+	// function would keep the finished run, and all it holds, alive.
+	in.host = nil
 	if grown {
 		img.grown = append(img.grown, in)
 	} else {

@@ -37,7 +37,7 @@ var (
 	ErrSnapshotImage = errors.New("quickjs: snapshot belongs to another engine build or image")
 )
 
-const snapshotMagic = "CMQJSNP1"
+const snapshotMagic = "CMQJSNP2"
 
 // digest identifies the image: the engine build, the memory and the
 // globals.
@@ -60,21 +60,67 @@ func (img *Image) digest() [32]byte {
 // image.
 func (img *Image) Portable() bool { return img.frozen }
 
-// Snapshot writes the instance's state as bytes that Image.Resume turns
-// back into an instance. The instance must be idle and made from an image;
-// it is not changed.
-func (in *Instance) Snapshot() ([]byte, error) {
+// The layout of a snapshot: the magic, the image's digest, S2 blocks each
+// preceded by its length (uint32), and a CRC-32C of all that. The first
+// block holds the memory's size, the globals, the clock and the random
+// source; each later one, records of pages that differ from the image
+// (the first page's index, the count, then the pages, each XORed with the
+// image's: a page where a run changed a few words is mostly zero bytes,
+// which compress to almost nothing). A record never spans blocks, so a
+// block is applied to a memory on its own.
+//
+// Blocks are what bound the work: between two, AppendSnapshot checks its
+// context and its size limit, and a block is the only buffer it fills
+// besides the snapshot itself. A megabyte is a millisecond or so of work,
+// and compresses about as well as one block of everything would, and
+// faster, since it stays in cache (BENCHMARKS.md, "Suspending a large
+// run").
+const (
+	snapshotBlock = 1 << 20
+	// maxBlock bounds a block's decoded size: a block of pages, with the
+	// record heads it can hold besides, or the first block (the globals
+	// and the random source).
+	maxBlock = snapshotBlock + 64<<10
+)
+
+// SnapshotLimits bound Instance.AppendSnapshot.
+type SnapshotLimits struct {
+	// Max is the most bytes the snapshot may take; zero means no limit.
+	Max int
+	// Room is spare capacity to leave after the snapshot, for bytes the
+	// caller appends to it.
+	Room int
+}
+
+// SnapshotSizeError is AppendSnapshot's error for a snapshot that would
+// exceed SnapshotLimits.Max; it stopped writing when it did.
+type SnapshotSizeError struct {
+	// About is the size the whole snapshot would have had, extrapolated
+	// from the part written.
+	About int64
+	Max   int
+}
+
+func (e *SnapshotSizeError) Error() string {
+	return fmt.Sprintf("quickjs: the snapshot would be about %d bytes, over the limit of %d", e.About, e.Max)
+}
+
+// AppendSnapshot appends the instance's state to dst, as bytes that
+// Image.Resume turns back into an instance. The instance must be idle and
+// made from an image; it is not changed but for its dead stack, which is
+// cleared. It stops with ctx's error once ctx ends and with a
+// *SnapshotSizeError once the snapshot outgrows lim.Max, checking both
+// after every block (see snapshotBlock), and returns nil then.
+func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim SnapshotLimits) ([]byte, error) {
 	img := in.img
 	if img == nil || in.dead || in.depth != 0 {
 		return nil, fmt.Errorf("%w: the instance is not an idle instance of an image", ErrNoImage)
 	}
 	mem := in.mod.Memory()
-	buf, ok := mem.Read(0, mem.Size())
+	buf, ok := mem.Read(0, mem.Size()) // a view of the memory, not a copy
 	if !ok {
 		return nil, ErrDead
 	}
-	// Buffers are reused: on the machines measured, a first touch of a
-	// page of new memory costs more than compressing it.
 	// Below the stack pointer is dead stack, zero in the image: clearing
 	// what the run left there keeps it out of the snapshot. The stack
 	// grows down, so the walk goes down from the pointer and stops at two
@@ -94,27 +140,15 @@ func (in *Instance) Snapshot() ([]byte, error) {
 			}
 		}
 	}
-	raw := rawBuffers.get()
-	defer rawBuffers.put(raw)
-	raw.Reset()
-	w := func(v any) { _ = binary.Write(raw, binary.LittleEndian, v) }
-	w(uint32(len(buf)))
 	globals, err := in.readGlobals()
 	if err != nil {
 		return nil, err
 	}
-	w(uint32(len(globals)))
-	w(globals)
-	w(int64(time.Since(in.born)))
-	w(in.origin)
-	w(in.originRead)
-	rng, _ := in.rng.MarshalBinary()
-	w(uint32(len(rng)))
-	raw.Write(rng)
-	// Runs of pages that differ from the image (or lie beyond it and are
-	// not zero), each written as its XOR with the image: a page where a
-	// run changed a few words is mostly zero bytes, which compress to
-	// almost nothing.
+	// Which pages differ is found first, at memory speed: it tells how much
+	// there is to compress, from which the snapshot's size is estimated
+	// (to size its buffer, and to say how large it would have been).
+	var runs [][2]int // first page, count
+	total := 0
 	pages := len(buf) / pageSize
 	for i := 0; i < pages; {
 		if samePage(buf, img.mem, i) {
@@ -125,21 +159,126 @@ func (in *Instance) Snapshot() ([]byte, error) {
 		for j < pages && !samePage(buf, img.mem, j) {
 			j++
 		}
-		w(uint32(i))
-		w(uint32(j - i))
-		for k := i; k < j; k++ {
-			writeXOR(raw, buf[k*pageSize:(k+1)*pageSize], imagePage(img.mem, k))
-		}
+		runs = append(runs, [2]int{i, j - i})
+		total += (j-i)*pageSize + 8*(1+(j-i)*pageSize/snapshotBlock)
 		i = j
 	}
-	enc := encBuffers.get()
-	defer encBuffers.put(enc)
-	enc.b = s2.Encode(enc.b[:cap(enc.b)], raw.Bytes())
-	out := make([]byte, 0, len(snapshotMagic)+len(img.sum)+len(enc.b)+crcSize)
-	out = append(out, snapshotMagic...)
-	out = append(out, img.sum[:]...)
-	out = append(out, enc.b...)
-	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(out, crcTable)), nil
+	stage := blockBuffers.get()
+	defer blockBuffers.put(stage)
+	if cap(stage.b) < maxBlock {
+		stage.b = make([]byte, 0, maxBlock)
+	}
+	b := stage.b[:0]
+	le := binary.LittleEndian
+	b = le.AppendUint32(b, uint32(len(buf)))
+	b = le.AppendUint32(b, uint32(len(globals)))
+	for _, g := range globals {
+		b = le.AppendUint64(b, g)
+	}
+	b = le.AppendUint64(b, uint64(time.Since(in.born)))
+	b = le.AppendUint64(b, uint64(in.origin))
+	if in.originRead {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
+	rng, _ := in.rng.MarshalBinary()
+	b = le.AppendUint32(b, uint32(len(rng)))
+	b = append(b, rng...)
+
+	w := &snapWriter{ctx: ctx, out: dst, base: len(dst), summed: len(dst), lim: lim, total: total + len(b)}
+	w.grow(len(snapshotMagic) + len(img.sum))
+	w.out = append(w.out, snapshotMagic...)
+	w.out = append(w.out, img.sum[:]...)
+	if err := w.block(b); err != nil {
+		return nil, err
+	}
+	b = b[:0]
+	for _, r := range runs {
+		for k, end := r[0], r[0]+r[1]; k < end; {
+			n := min((snapshotBlock-len(b)-8)/pageSize, end-k)
+			if n <= 0 {
+				if err := w.block(b); err != nil {
+					return nil, err
+				}
+				b = b[:0]
+				continue
+			}
+			b = le.AppendUint32(b, uint32(k))
+			b = le.AppendUint32(b, uint32(n))
+			for ; n > 0; n, k = n-1, k+1 {
+				b = appendXOR(b, buf[k*pageSize:(k+1)*pageSize], imagePage(img.mem, k))
+			}
+		}
+	}
+	if len(b) > 0 {
+		if err := w.block(b); err != nil {
+			return nil, err
+		}
+	}
+	w.out = le.AppendUint32(w.out, w.crc)
+	return w.out, nil
+}
+
+// snapWriter compresses a snapshot's blocks straight into the snapshot.
+type snapWriter struct {
+	ctx    context.Context
+	out    []byte
+	base   int // where the snapshot starts in out
+	lim    SnapshotLimits
+	crc    uint32 // of out[base:summed]
+	summed int
+	total  int // bytes to compress in all
+	done   int // bytes compressed so far
+}
+
+// block appends raw, compressed, then checks the context and the limit.
+func (w *snapWriter) block(raw []byte) error {
+	need := 4 + s2.MaxEncodedLen(len(raw))
+	w.grow(need)
+	at := len(w.out)
+	enc := s2.Encode(w.out[at+4:at+need], raw)
+	w.out = binary.LittleEndian.AppendUint32(w.out, uint32(len(enc)))
+	w.out = w.out[:at+4+len(enc)]
+	w.crc = crc32.Update(w.crc, crcTable, w.out[w.summed:])
+	w.summed = len(w.out)
+	w.done += len(raw)
+	if w.lim.Max > 0 && len(w.out)-w.base > w.lim.Max {
+		return &SnapshotSizeError{About: w.estimate(), Max: w.lim.Max}
+	}
+	return w.ctx.Err()
+}
+
+// estimate is the snapshot's size extrapolated from the part written.
+func (w *snapWriter) estimate() int64 {
+	written := int64(len(w.out) - w.base)
+	if w.done == 0 {
+		return written
+	}
+	return written * int64(w.total) / int64(w.done)
+}
+
+// grow makes room for need more bytes and the caller's Room. A first touch
+// of a page costs more than compressing it, so the buffer is sized for
+// the whole snapshot as soon as a few blocks tell how well it compresses,
+// and grows again only when that guess was short; it never grows much
+// past the limit, where writing stops.
+func (w *snapWriter) grow(need int) {
+	want := len(w.out) + need + w.lim.Room
+	if cap(w.out) >= want {
+		return
+	}
+	if w.done >= 2*snapshotBlock {
+		want = max(want, w.base+int(w.estimate()*9/8)+need+w.lim.Room)
+	} else {
+		want += 2 * snapshotBlock
+	}
+	if w.lim.Max > 0 {
+		want = min(want, max(len(w.out)+need, w.base+w.lim.Max+need)+w.lim.Room)
+	}
+	out := make([]byte, len(w.out), want)
+	copy(out, w.out)
+	w.out = out
 }
 
 // A snapshot ends with a CRC-32C of the rest: it finds damage (a cut, a
@@ -149,9 +288,9 @@ const crcSize = 4
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// buffers keeps a few buffers of snapshot size for reuse: unlike a
-// sync.Pool it is not emptied by every collection, and a snapshot's
-// buffers are megabytes whose first touch costs page faults.
+// buffers keeps a few buffers for reuse: unlike a sync.Pool it is not
+// emptied by every collection, and a first touch of a page of a new buffer
+// costs page faults.
 type buffers[T any] struct {
 	free chan *T
 }
@@ -176,10 +315,8 @@ func (b *buffers[T]) put(x *T) {
 
 type byteSlice struct{ b []byte }
 
-var (
-	rawBuffers = newBuffers[bytes.Buffer]()
-	encBuffers = newBuffers[byteSlice]()
-)
+// blockBuffers hold one block of a snapshot, decoded.
+var blockBuffers = newBuffers[byteSlice]()
 
 // imagePage is page i of the image, or nil beyond it (where the image
 // reads as zero).
@@ -190,17 +327,17 @@ func imagePage(image []byte, i int) []byte {
 	return nil
 }
 
-// writeXOR writes page XOR base (page itself when base is nil).
-func writeXOR(w *bytes.Buffer, page, base []byte) {
+// appendXOR appends page XOR base (page itself when base is nil).
+func appendXOR(b, page, base []byte) []byte {
 	if base == nil {
-		w.Write(page)
-		return
+		return append(b, page...)
 	}
-	var tmp [pageSize]byte
+	n := len(b)
+	b = b[:n+pageSize]
 	for k := 0; k < pageSize; k += 8 {
-		binary.LittleEndian.PutUint64(tmp[k:], binary.LittleEndian.Uint64(page[k:])^binary.LittleEndian.Uint64(base[k:]))
+		binary.LittleEndian.PutUint64(b[n+k:], binary.LittleEndian.Uint64(page[k:])^binary.LittleEndian.Uint64(base[k:]))
 	}
-	w.Write(tmp[:])
+	return b
 }
 
 // xorInto XORs delta into dst, eight bytes at a time (both are whole pages).
@@ -218,10 +355,11 @@ func samePage(buf, image []byte, i int) bool {
 	return isZero(p)
 }
 
-// Resume makes an instance in the state a Snapshot of an instance of this
+// Resume makes an instance in the state a snapshot of an instance of this
 // image (in any process, when the image is Portable) recorded, serving
 // host calls with host. Bytes that are damaged, truncated or taken against
-// another image are refused before any of them reaches the engine.
+// another image are refused before any of them reaches the engine; pages
+// are decoded a block at a time straight into the new instance's memory.
 func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Instance, error) {
 	head := len(snapshotMagic) + sha256.Size
 	if len(snap) < head+crcSize || string(snap[:len(snapshotMagic)]) != snapshotMagic {
@@ -234,21 +372,39 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 	if !bytes.Equal(body[len(snapshotMagic):head], img.sum[:]) {
 		return nil, ErrSnapshotImage
 	}
+	// Every block's length, and what it decodes to, before anything is
+	// decoded: a snapshot cannot ask for more than the memory it restores.
+	var blocks [][]byte
 	limit := int64(reservation(img.e, img.cfg.MemoryLimit)) + 1<<20
-	n, err := s2.DecodedLen(body[head:])
-	if err != nil || int64(n) > limit {
+	var decoded int64
+	for rest := body[head:]; len(rest) > 0; {
+		if len(rest) < 4 {
+			return nil, ErrSnapshotCorrupt
+		}
+		n := binary.LittleEndian.Uint32(rest)
+		if uint64(n) > uint64(len(rest)-4) {
+			return nil, ErrSnapshotCorrupt
+		}
+		blk := rest[4 : 4+n]
+		size, err := s2.DecodedLen(blk)
+		if decoded += int64(size); err != nil || size > maxBlock || decoded > limit {
+			return nil, ErrSnapshotCorrupt
+		}
+		blocks = append(blocks, blk)
+		rest = rest[4+n:]
+	}
+	if len(blocks) == 0 {
 		return nil, ErrSnapshotCorrupt
 	}
-	dec := encBuffers.get()
-	defer encBuffers.put(dec)
-	if cap(dec.b) < n {
-		dec.b = make([]byte, n)
+	dec := blockBuffers.get()
+	defer blockBuffers.put(dec)
+	if cap(dec.b) < maxBlock {
+		dec.b = make([]byte, 0, maxBlock)
 	}
-	raw, err := s2.Decode(dec.b[:cap(dec.b)], body[head:])
+	raw, err := s2.Decode(dec.b[:cap(dec.b)], blocks[0])
 	if err != nil {
 		return nil, ErrSnapshotCorrupt
 	}
-	dec.b = raw[:cap(raw)]
 	r := bytes.NewReader(raw)
 	rd := func(v any) bool { return binary.Read(r, binary.LittleEndian, v) == nil }
 	var size, nglobals uint32
@@ -269,29 +425,12 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 		return nil, ErrSnapshotCorrupt
 	}
 	rngState := make([]byte, rngLen)
-	if _, err := io.ReadFull(r, rngState); err != nil {
+	if _, err := io.ReadFull(r, rngState); err != nil || r.Len() != 0 {
 		return nil, ErrSnapshotCorrupt
 	}
 	var rng rand.ChaCha8
 	if rng.UnmarshalBinary(rngState) != nil {
 		return nil, ErrSnapshotCorrupt
-	}
-	type run struct{ first, n uint32 }
-	var runs []run
-	var data [][]byte
-	for r.Len() > 0 {
-		var x run
-		if !rd(&x.first) || !rd(&x.n) || x.n == 0 || uint64(x.first+x.n)*pageSize > uint64(size) || x.first+x.n < x.first {
-			return nil, ErrSnapshotCorrupt
-		}
-		at := len(raw) - r.Len()
-		end := at + int(x.n)*pageSize
-		if end > len(raw) {
-			return nil, ErrSnapshotCorrupt
-		}
-		runs = append(runs, x)
-		data = append(data, raw[at:end])
-		_, _ = r.Seek(int64(end), io.SeekStart)
 	}
 	in, err := img.newInstance(ctx, host, int(size))
 	if err != nil {
@@ -314,8 +453,14 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 	// recorded differences gives the snapshot's memory.
 	rs := img.e.randomState
 	copy(buf[rs:rs+8], img.mem[rs:rs+8])
-	for i, x := range runs {
-		xorInto(buf[int(x.first)*pageSize:], data[i])
+	for _, blk := range blocks[1:] {
+		if raw, err = s2.Decode(dec.b[:cap(dec.b)], blk); err != nil || !applyPages(buf, raw) {
+			// The CRC held, so the bytes are as written: only a writer
+			// with another idea of the layout gets here. The instance
+			// never ran.
+			in.Close()
+			return nil, ErrSnapshotCorrupt
+		}
 	}
 	if err := setGlobals(in.mod, img.e.globals, globals); err != nil {
 		in.Close()
@@ -325,6 +470,25 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 	in.origin, in.originRead = origin, originRead
 	in.rng = &rng
 	return in, nil
+}
+
+// applyPages XORs a block's records of pages into memory, reporting false
+// when they do not fit it.
+func applyPages(mem, raw []byte) bool {
+	le := binary.LittleEndian
+	for len(raw) > 0 {
+		if len(raw) < 8 {
+			return false
+		}
+		first, n := uint64(le.Uint32(raw)), uint64(le.Uint32(raw[4:]))
+		raw = raw[8:]
+		if n == 0 || (first+n)*pageSize > uint64(len(mem)) || n*pageSize > uint64(len(raw)) {
+			return false
+		}
+		xorInto(mem[first*pageSize:(first+n)*pageSize], raw[:n*pageSize])
+		raw = raw[n*pageSize:]
+	}
+	return true
 }
 
 // Digest identifies the image's contents (and the engine build): two

@@ -14,6 +14,11 @@ func frozenImage(t testing.TB, setup string) *Image {
 	return captureImage(t, newTestEngine(t, Config{}), InstanceConfig{Frozen: true}, setup)
 }
 
+// snapshot is AppendSnapshot without limits, into a new slice.
+func snapshot(in *Instance) ([]byte, error) {
+	return in.AppendSnapshot(context.Background(), nil, SnapshotLimits{})
+}
+
 const snapshotSetup = `globalThis.log = []; globalThis.settle = null; 0`
 
 // waitingProgram leaves a promise waiting on a resolver that the host
@@ -38,7 +43,7 @@ func TestSnapshotAcrossEngines(t *testing.T) {
 	if _, err := evalString(t, in, waitingProgram); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := in.Snapshot()
+	snap, err := snapshot(in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +75,7 @@ func TestSnapshotRefusesBadBytes(t *testing.T) {
 	if _, err := evalString(t, in, waitingProgram); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := in.Snapshot()
+	snap, err := snapshot(in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +123,7 @@ func TestSnapshotKeepsClockAndRandom(t *testing.T) {
 	if _, err := evalString(t, in, `globalThis.t0 = performance.now(); 0`); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := in.Snapshot()
+	snap, err := snapshot(in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,13 +154,13 @@ func BenchmarkSnapshot(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Logf("heap %d KiB, memory %d KiB", in.AllocatedSize()>>10, in.mod.Memory().Size()>>10)
-	snap, err := in.Snapshot()
+	snap, err := snapshot(in)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Run("suspend", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := in.Snapshot(); err != nil {
+			if _, err := snapshot(in); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -170,4 +175,90 @@ func BenchmarkSnapshot(b *testing.B) {
 			back.Close()
 		}
 	})
+}
+
+// TestSnapshotBlocks: a snapshot of many blocks appends to the caller's
+// bytes, leaves the room asked for, and resumes intact; a context that
+// ends and a limit that is too small stop it, the limit with an estimate
+// of the size it would have had.
+func TestSnapshotBlocks(t *testing.T) {
+	img := frozenImage(t, "")
+	in := fromImage(t, img)
+	defer in.Close()
+	// About 8 MiB of heap: a few blocks.
+	if _, err := evalString(t, in, `globalThis.rows = Array.from({ length: 40000 }, (_, i) => ({ id: i, name: "item " + i, tags: ["a", "b"] })); 0`); err != nil {
+		t.Fatal(err)
+	}
+	prefix := []byte("the caller's bytes")
+	const room = 1000
+	snap, err := in.AppendSnapshot(context.Background(), prefix, SnapshotLimits{Room: room})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(snap[:len(prefix)]) != string(prefix) {
+		t.Fatalf("the caller's bytes were not kept: %q", snap[:len(prefix)])
+	}
+	if cap(snap)-len(snap) < room {
+		t.Errorf("room after the snapshot: %d bytes, want at least %d", cap(snap)-len(snap), room)
+	}
+	size := len(snap) - len(prefix)
+	if size < 2*snapshotBlock/4 {
+		t.Fatalf("snapshot of %d bytes: too small to test several blocks", size)
+	}
+	back, err := img.Resume(context.Background(), snap[len(prefix):], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := evalString(t, back, `rows.length + " " + rows[39999].name + " " + rows.reduce((s, r) => s + r.id, 0)`)
+	back.Close()
+	if want := "40000 item 39999 799980000"; got != want {
+		t.Fatalf("resumed: %q, want %q", got, want)
+	}
+
+	t.Run("limit", func(t *testing.T) {
+		_, err := in.AppendSnapshot(context.Background(), nil, SnapshotLimits{Max: size / 4})
+		var se *SnapshotSizeError
+		if !errors.As(err, &se) {
+			t.Fatalf("got %v, want a SnapshotSizeError", err)
+		}
+		// An extrapolation: within a factor of two of the real size.
+		if se.Max != size/4 || se.About < int64(size/2) || se.About > int64(2*size) {
+			t.Fatalf("got about %d bytes over %d, the snapshot takes %d", se.About, se.Max, size)
+		}
+	})
+	t.Run("context", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := in.AppendSnapshot(ctx, nil, SnapshotLimits{}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v, want context.Canceled", err)
+		}
+		// A deadline that passes half way: writing stops at the next
+		// block.
+		mid := &endsAfter{Context: context.Background(), checks: 3}
+		if _, err := in.AppendSnapshot(mid, nil, SnapshotLimits{}); !errors.Is(err, context.DeadlineExceeded) || mid.checks != -1 {
+			t.Fatalf("got %v after %d more checks, want context.DeadlineExceeded at the first check after the end", err, -mid.checks-1)
+		}
+	})
+	// The instance still snapshots as before (but for its clock, whose
+	// bytes compress a little differently).
+	again, err := snapshot(in)
+	if err != nil || len(again) < size-64 || len(again) > size+64 {
+		t.Fatalf("snapshot after the stopped ones: %d bytes, %v; want about %d", len(again), err, size)
+	}
+}
+
+// endsAfter is a context whose deadline passes after a number of checks
+// of Err: a deadline passing part way through some work, at a point the
+// test chooses.
+type endsAfter struct {
+	context.Context
+	checks int
+}
+
+func (c *endsAfter) Err() error {
+	c.checks--
+	if c.checks < 0 {
+		return context.DeadlineExceeded
+	}
+	return nil
 }

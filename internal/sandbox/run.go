@@ -186,13 +186,19 @@ func (r *run) result() Result {
 
 func (r *run) expiryFailure() *Failure {
 	if r.expiry == Timeout {
-		return &Failure{Kind: Timeout, Message: fmt.Sprintf("the program did not finish within %s", r.req.Timeout)}
+		return TimeoutFailure(r.req.Timeout)
 	}
 	msg := "the run was cancelled by its caller"
 	if err := r.caller.Err(); err != nil {
 		msg += ": " + err.Error()
 	}
 	return &Failure{Kind: Abort, Message: msg}
+}
+
+// TimeoutFailure is the failure of a run that did not finish within
+// timeout (Request.Timeout).
+func TimeoutFailure(timeout time.Duration) *Failure {
+	return &Failure{Kind: Timeout, Message: fmt.Sprintf("the program did not finish within %s", timeout)}
 }
 
 // work owns the engine instance for the whole run; start begins it (a
@@ -645,7 +651,7 @@ func (r *run) engineFailure(err error) *Failure {
 		return &Failure{Kind: Memory, Message: fmt.Sprintf("the program exceeded its memory limit of %d bytes", r.req.MemoryBytes)}
 	case errors.Is(err, quickjs.ErrInterrupted):
 		// The instance's own clock passed the deadline before Run's timer fired.
-		return &Failure{Kind: Timeout, Message: fmt.Sprintf("the program did not finish within %s", r.req.Timeout)}
+		return TimeoutFailure(r.req.Timeout)
 	}
 	return &Failure{Kind: WorkerExit, Message: "the engine stopped: " + err.Error()}
 }

@@ -43,6 +43,9 @@ const (
 	// OutputLimit: the value's JSON exceeded Request.MaxOutputBytes;
 	// Result.Value holds its first MaxOutputBytes bytes.
 	OutputLimit FailureKind = "output-limit"
+	// StateLimit: the run waited for held calls, but its state would
+	// exceed Request.MaxStateBytes, so it did not suspend.
+	StateLimit FailureKind = "state-limit"
 )
 
 // Options configure a [Sandbox]. The zero value is ready to use.
@@ -218,6 +221,18 @@ type Request struct {
 	// for held calls, the run stops and Result.Suspended records it, for
 	// Resume to continue with the calls' results.
 	Suspend bool
+
+	// MaxStateBytes bounds a suspended run's State: a run whose state
+	// would be larger fails with StateLimit instead, as soon as that is
+	// known. Zero means no limit.
+	MaxStateBytes int64
+
+	// StateRoom is how many bytes the caller will append to a suspended
+	// run's State (its own header, a MAC). The state is made with that
+	// much spare capacity, and as much again as the sandbox's own header
+	// (the caller's usually describes the held calls again), so appending
+	// copies nothing; beyond it, appending still works, by copying.
+	StateRoom int
 }
 
 // Defaults for Request fields left zero.

@@ -112,14 +112,20 @@ type parkedCall struct {
 	Input json.RawMessage `json:"input"`
 }
 
-const stateMagic = "CMSBX001"
+const stateMagic = "CMSBX002"
 
-// suspend records the run's state in r.susp and ends the run.
+// StateLimitFailure is the failure of a run that waited for held calls
+// with a state of about the given size, over max (Request.MaxStateBytes).
+func StateLimitFailure(about, max int64) *Failure {
+	return &Failure{Kind: StateLimit, Message: fmt.Sprintf(
+		"the run cannot wait for its tool calls: its state would be about %d bytes, over the limit of %d bytes for the state of a waiting run", about, max)}
+}
+
+// suspend records the run's state in r.susp and ends the run. Writing the
+// state is part of the run: it stops when the run's deadline passes or
+// its caller cancels it (the run then ends as it would have while
+// running), and when the state outgrows Request.MaxStateBytes.
 func (r *run) suspend() *Failure {
-	snap, err := r.in.Snapshot()
-	if err != nil {
-		return &Failure{Kind: WorkerExit, Message: "the run could not be suspended: " + err.Error()}
-	}
 	now := time.Now()
 	p := parked{
 		Memory: r.req.MemoryBytes, Spec: bindingSpec(r.req.Bindings), Main: r.main,
@@ -154,9 +160,29 @@ func (r *run) suspend() *Failure {
 	p.Value, p.ValueBytes, p.OutFailure = r.res.Value, r.res.ValueBytes, r.res.Failure
 	p.Logs, p.LogsDropped, p.LogBytes = r.res.Logs, r.res.LogsDropped, r.logBytes
 	r.mu.Unlock()
-	if susp.State, err = frame.Append(stateMagic, p, snap, 0); err != nil {
+	head, err := json.Marshal(p)
+	if err != nil {
 		return &Failure{Kind: WorkerExit, Message: "the run could not be suspended: " + err.Error()}
 	}
+	// The snapshot is the state's first and largest part; the headers go
+	// after it, in room left for them, so no layer copies it.
+	trailer := frame.Len(stateMagic, head)
+	lim := quickjs.SnapshotLimits{Room: 2*trailer + r.req.StateRoom}
+	if m := r.req.MaxStateBytes; m > 0 {
+		lim.Max = int(max(m-int64(trailer), 1))
+	}
+	snap, err := r.in.AppendSnapshot(r.ctx, nil, lim)
+	var size *quickjs.SnapshotSizeError
+	switch {
+	case r.ctx.Err() != nil:
+		r.expire(r.ctxExpiry())
+		return nil // result() reports the expiry
+	case errors.As(err, &size):
+		return StateLimitFailure(size.About+int64(trailer), r.req.MaxStateBytes)
+	case err != nil:
+		return &Failure{Kind: WorkerExit, Message: "the run could not be suspended: " + err.Error()}
+	}
+	susp.State = frame.Append(snap, stateMagic, head)
 	// The rejection boxes live on in the state; this instance is done.
 	r.rejected = map[uint32]rejection{}
 	r.mu.Lock()

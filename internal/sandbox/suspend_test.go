@@ -2,14 +2,19 @@ package sandbox
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"weak"
+
+	"github.com/codemode-go/codemode/internal/frame"
 )
 
 // imageDigest is the digest of the image of a configuration with one
@@ -76,8 +81,7 @@ var holdGet = []Namespace{{Name: "tools", Members: [][]string{{"get"}}, Admit: f
 // encodeState writes a parked run as Resume reads it.
 func encodeState(p *parked, snap []byte) []byte {
 	head, _ := json.Marshal(p)
-	out := append([]byte(stateMagic), binary.LittleEndian.AppendUint32(nil, uint32(len(head)))...)
-	return append(append(out, head...), snap...)
+	return frame.Append(slices.Clone(snap), stateMagic, head)
 }
 
 // TestResumeSurvivesForgedStates resumes states whose bookkeeping was
@@ -148,5 +152,57 @@ func TestResumeSurvivesForgedStates(t *testing.T) {
 	if err != nil || res.Failure == nil || want.Failure == nil || res.Failure.Message != want.Failure.Message ||
 		res.Failure.Unawaited != want.Failure.Unawaited || res.Failure.Line != want.Failure.Line {
 		t.Fatalf("resumed %+v %v\ndirect %+v", res.Failure, err, want.Failure)
+	}
+}
+
+// TestSuspendBounds: a state is made with room after it for the bytes
+// its caller appends, so appending them copies nothing; a run whose state
+// would exceed MaxStateBytes fails with StateLimit instead of suspending.
+func TestSuspendBounds(t *testing.T) {
+	s := newSandbox(t)
+	ctx := context.Background()
+	req := Request{Program: `(async () => {
+	const keep = Array.from({ length: 20000 }, (_, i) => ({ i, s: "row " + i }))
+	await tools.get({})
+	return keep.length
+})()`, Bindings: holdGet, Suspend: true, Timeout: 5 * time.Second, StateRoom: 10_000}
+	res, err := s.Run(ctx, req)
+	if err != nil || res.Suspended == nil {
+		t.Fatalf("not suspended: %+v %v", res, err)
+	}
+	state := res.Suspended.State
+	if room := cap(state) - len(state); room < req.StateRoom {
+		t.Errorf("room after the state: %d bytes, want at least %d", room, req.StateRoom)
+	}
+	req.MaxStateBytes = int64(len(state) / 2)
+	res, err = s.Run(ctx, req)
+	if err != nil || res.Suspended != nil || res.Failure == nil || res.Failure.Kind != StateLimit {
+		t.Fatalf("over the cap: %+v %v, want a StateLimit failure", res.Failure, err)
+	}
+	if !strings.Contains(res.Failure.Message, fmt.Sprintf("limit of %d bytes", req.MaxStateBytes)) {
+		t.Errorf("message %q does not name the cap", res.Failure.Message)
+	}
+}
+
+// TestFinishedRunNotRetained: an instance kept for the next run holds
+// nothing of the run that used it, so a suspended run's state (tens of
+// megabytes, for a run holding much) is freed once its holder drops it.
+func TestFinishedRunNotRetained(t *testing.T) {
+	s := newSandbox(t)
+	state := func() weak.Pointer[byte] {
+		res, err := s.Run(context.Background(), Request{Program: `(async () => {
+	const keep = Array.from({ length: 20000 }, (_, i) => ({ i, s: "row " + i }))
+	await tools.get({})
+	return keep.length
+})()`, Bindings: holdGet, Suspend: true, Timeout: 5 * time.Second})
+		if err != nil || res.Suspended == nil {
+			t.Fatalf("not suspended: %+v %v", res, err)
+		}
+		return weak.Make(&res.Suspended.State[0])
+	}()
+	runtime.GC()
+	runtime.GC()
+	if state.Value() != nil {
+		t.Fatal("the state is still reachable after the run ended and its result was dropped")
 	}
 }
