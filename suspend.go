@@ -331,6 +331,7 @@ func (ex *execution) delivery(e heldEntry, r CallResult) (d sandbox.Delivery, un
 	d = sandbox.Delivery{ID: e.Seq}
 	outcome, path := OutcomeOK, jsPath(e.Path)
 	var oe *outputError
+	var ce *cancelledError
 	switch {
 	case r.Denied != "":
 		outcome = OutcomeDenied
@@ -338,6 +339,9 @@ func (ex *execution) delivery(e heldEntry, r CallResult) (d sandbox.Delivery, un
 	case errors.Is(r.Err, ErrOutOfTime):
 		outcome = OutcomeCancelled
 		d.Err = &sandbox.CallError{Kind: string(ToolFailure), Message: path + " was not called: the run was out of time"}
+	case errors.As(r.Err, &ce):
+		outcome = OutcomeCancelled
+		d.Err = &sandbox.CallError{Kind: string(ToolFailure), Message: publicMessage(ce.err)}
 	case errors.As(r.Err, &oe):
 		outcome = OutcomeInvalidOutput
 		d.Err = &sandbox.CallError{Kind: string(InvalidToolOutput), Message: path + " returned " + oe.err.Error()}
@@ -591,6 +595,13 @@ func newRunID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// cancelledError marks a tool error that followed the end of the call's
+// context (Runtime.Call): the audit records the call as cancelled.
+type cancelledError struct{ err error }
+
+func (e *cancelledError) Error() string { return e.err.Error() }
+func (e *cancelledError) Unwrap() error { return e.err }
+
 // outputError marks a tool result that failed the data or output-schema
 // checks (Runtime.Call).
 type outputError struct{ err error }
@@ -649,7 +660,10 @@ func (rt *Runtime) Call(ctx context.Context, call PendingCall) CallResult {
 		res.Err = err
 		end.Outcome, end.Message, end.Err = OutcomeError, publicMessage(err), err
 		if ctx.Err() != nil {
+			// As in a run: a call whose context ended first (its run's
+			// deadline, or the host's cancellation) was cancelled.
 			end.Outcome = OutcomeCancelled
+			res.Err = &cancelledError{err}
 		}
 	} else {
 		out, oerr := toolOutput(v)
