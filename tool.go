@@ -61,12 +61,15 @@ type Tool struct {
 }
 
 // Annotations describe a tool's effects, as MCP's tool annotations do.
-// They are the tool author's claims, not something codemode checks.
+// They are the tool author's claims, not something codemode checks. When
+// a tool claims both ReadOnly and Destructive, the stricter claim holds:
+// it is shown and treated as destructive, since a claim that it is
+// harmless is worth nothing beside one that it is not.
 type Annotations struct {
-	// ReadOnly: the tool changes nothing.
+	// ReadOnly: the tool changes nothing. Ignored when Destructive is set.
 	ReadOnly bool `json:"readOnly,omitempty"`
-	// Destructive: the tool may delete or overwrite (only meaningful when
-	// it is not ReadOnly).
+	// Destructive: the tool may delete or overwrite. It outweighs
+	// ReadOnly.
 	Destructive bool `json:"destructive,omitempty"`
 	// Idempotent: calling it again with the same input changes nothing
 	// more.
@@ -83,12 +86,12 @@ func (a *Annotations) tags() []string {
 	}
 	var tags []string
 	switch {
-	case a.ReadOnly:
-		tags = append(tags, "@readonly")
 	case a.Destructive:
 		tags = append(tags, "@destructive")
+	case a.ReadOnly:
+		tags = append(tags, "@readonly")
 	}
-	if a.Idempotent && !a.ReadOnly {
+	if a.Idempotent && !a.readOnly() {
 		tags = append(tags, "@idempotent")
 	}
 	if a.OpenWorld {
@@ -96,6 +99,9 @@ func (a *Annotations) tags() []string {
 	}
 	return tags
 }
+
+// readOnly reports a read-only claim that no destructive claim outweighs.
+func (a *Annotations) readOnly() bool { return a != nil && a.ReadOnly && !a.Destructive }
 
 // publicMessage is what the program sees of a tool's error: its message
 // when it was made with ToolError, else "Tool execution failed".

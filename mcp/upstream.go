@@ -430,14 +430,18 @@ func (ts toolset) tool(t *mcpsdk.Tool) codemode.Tool {
 // annotations maps an upstream tool's MCP annotations, with the defaults
 // the MCP specification gives hints left out: a tool that is not read-only
 // is destructive, and every tool reaches an open world, unless it says
-// otherwise. A tool without annotations has none.
+// otherwise. A tool without annotations has none. A tool that says it is
+// read-only and, explicitly, destructive is taken as destructive: the
+// hints are an untrusted server's, and of two that disagree the one that
+// asks for more care is the one to believe.
 func annotations(a *mcpsdk.ToolAnnotations) *codemode.Annotations {
 	if a == nil {
 		return nil
 	}
+	destructive := a.DestructiveHint == nil && !a.ReadOnlyHint || a.DestructiveHint != nil && *a.DestructiveHint
 	return &codemode.Annotations{
-		ReadOnly:    a.ReadOnlyHint,
-		Destructive: !a.ReadOnlyHint && (a.DestructiveHint == nil || *a.DestructiveHint),
+		ReadOnly:    a.ReadOnlyHint && !destructive,
+		Destructive: destructive,
 		Idempotent:  a.IdempotentHint,
 		OpenWorld:   a.OpenWorldHint == nil || *a.OpenWorldHint,
 	}
