@@ -70,8 +70,11 @@
 // notifications/cancelled. ClientOptions.CallTimeout bounds each call.
 //
 // The credentials of a server's config (its header values, the values of
-// its environment variables whose names suggest a credential, and its
-// URL's password and credential-named query parameters) are redacted from
+// its environment variables whose names suggest a credential, the value
+// of every variable it inherits through EnvInherit, the password of any
+// URL in its command, arguments, env values, cwd, url or headers — or
+// the user name when a URL has no password, as in https://<token>@host/ —
+// and its URL's credential-named query parameters) are redacted from
 // everything the server sends back to a program — results, tool errors,
 // JSON-RPC errors — and from the errors Connect and Refresh return and
 // the log records (the SDK's and the stdio server's stderr included).
