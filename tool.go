@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
+	"github.com/codemode-go/codemode/internal/spoof"
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
@@ -201,10 +203,19 @@ var ErrInvalidName = errors.New("invalid tool name")
 var reservedNames = map[string]bool{"then": true, "toJSON": true}
 
 // CheckName reports whether name can be a segment of a tool path. Any
-// non-empty string works (a program writes tools.ns["odd name"]) except
-// "then" and "toJSON", which the tools object answers itself, and a name
-// holding a NUL character. It is the one rule New and the adapters
-// (openapi, mcp) apply.
+// non-empty string works (a program writes tools.ns["odd name"]), in any
+// script, except "then" and "toJSON", which the tools object answers
+// itself, a name that is not valid UTF-8, and a name holding a character
+// that does not show as itself: an invisible or format character (U+200B
+// and the other zero-width characters, U+00AD, U+FEFF), a bidirectional
+// control (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C), a
+// control character (NUL, tab, newline ...), a line or paragraph
+// separator, a space other than U+0020, a private-use or unassigned code
+// point, or a compatibility form that NFKC normalization would change
+// (fullwidth ｒｅｆｕｎｄ, the ligature ﬁ, a decomposed accent). Such a
+// name would show in signatures as a different name, or as the very name
+// of the tool beside it. It is the one rule New and the adapters (openapi,
+// mcp) apply.
 func CheckName(name string) error {
 	switch {
 	case name == "":
@@ -212,17 +223,40 @@ func CheckName(name string) error {
 	case reservedNames[name]:
 		return fmt.Errorf("%w: %q is reserved in programs", ErrInvalidName, name)
 	case strings.ContainsRune(name, 0):
-		return fmt.Errorf("%w: %q holds a NUL character", ErrInvalidName, name)
+		return fmt.Errorf("%w: %s holds a NUL character", ErrInvalidName, spoof.Quote(name))
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidName, spoof.Quote(name))
+	}
+	if i, j := spoof.Find(name); i >= 0 {
+		return fmt.Errorf("%w: %s holds %s, which does not show as itself (an invisible, bidirectional or control character, or a compatibility form of another)",
+			ErrInvalidName, spoof.Quote(name), spoof.Runes(name[i:j]))
 	}
 	return nil
 }
 
 // SafeName returns name changed as little as possible to pass
-// [CheckName]: a reserved name gets a "_" suffix, NUL characters are
-// dropped, and an empty name becomes "_". Adapters use it to name tools
-// after what an upstream calls them.
+// [CheckName]: a character that does not show as itself (NUL included) is
+// spelled out as {U+200B}, so that the name cannot pass for the one it
+// imitates (a byte that is not UTF-8 becomes {U+FFFD}); a reserved name
+// gets a "_" suffix, and an empty name becomes "_". Adapters use it to
+// name tools after what an upstream calls them.
 func SafeName(name string) string {
-	name = strings.ReplaceAll(name, "\x00", "")
+	if i, _ := spoof.Find(name); i >= 0 {
+		var b strings.Builder
+		for {
+			i, j := spoof.Find(name)
+			if i < 0 {
+				break
+			}
+			b.WriteString(name[:i])
+			for _, r := range name[i:j] {
+				fmt.Fprintf(&b, "{U+%04X}", r)
+			}
+			name = name[j:]
+		}
+		b.WriteString(name)
+		name = b.String()
+	}
 	if name == "" {
 		return "_"
 	}
