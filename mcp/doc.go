@@ -35,10 +35,16 @@
 //	tools, err := mcp.SessionTools(ctx, session, mcp.SessionOptions{})
 //	rt, err := codemode.New(codemode.Options{Tools: codemode.Tools{"github": tools}})
 //
-// A tool's name is used as is, whatever characters it holds:
+// A tool's name is used as is, whatever script it is in:
 // tools.server["weird/name.x"]({...}) calls the tool "weird/name.x". Only
 // "then" and "toJSON", which a program's tools proxy keeps for itself,
-// are renamed "then_" and "toJSON_". The input schema becomes the tool's
+// are renamed "then_" and "toJSON_". A tool whose name holds a character
+// that does not show as itself (see codemode.CheckName: a zero-width or
+// bidirectional control character, a control character, a fullwidth or
+// other compatibility look-alike) is left out, with a warning that spells
+// the name out: it would read as another name, or as the name of the
+// tool beside it, and leaving it out keeps the server's other tools. The
+// input schema becomes the tool's
 // signature but is not enforced (the server validates its arguments); a
 // schema that cannot be decoded is dropped with a log record and the tool
 // kept.

@@ -15,6 +15,7 @@ import (
 	"github.com/codemode-go/codemode"
 	"github.com/codemode-go/codemode/internal/origin"
 	"github.com/codemode-go/codemode/internal/redact"
+	"github.com/codemode-go/codemode/internal/spoof"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -376,6 +377,15 @@ func (ts toolset) namespace(list []*mcpsdk.Tool) (codemode.Tools, string) {
 			continue
 		}
 		if !ts.allowed(t.Name) {
+			continue
+		}
+		if i, j := spoof.Find(t.Name); i >= 0 {
+			// A name with a character that does not show as itself would
+			// read as another name, or as a tool's beside it. Renaming
+			// it visibly would still offer a tool under a name its server
+			// chose to deceive with; skipping it keeps the rest usable.
+			ts.log.Warn("skipping a tool: its name holds characters that do not show as themselves",
+				"tool", spoof.Escape(t.Name), "characters", spoof.Runes(t.Name[i:j]))
 			continue
 		}
 		member := codemode.SafeName(t.Name)
