@@ -3,6 +3,7 @@ package codemode
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -43,5 +44,40 @@ func TestAnnotationsInSignaturesAndInstructions(t *testing.T) {
 	got, _ := json.Marshal(sigs["files.remove"])
 	if !strings.Contains(string(got), `"annotations":{"destructive":true,"idempotent":true}`) {
 		t.Errorf("catalog JSON %s", got)
+	}
+}
+
+// TestAnnotationsStricterClaimHolds: a tool that claims to be both
+// read-only and destructive is shown as destructive (and idempotent when
+// it says so), never as read-only: when the claims disagree, the one that
+// asks for more care holds.
+func TestAnnotationsStricterClaimHolds(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		a    *Annotations
+		want []string
+	}{
+		{"none", nil, nil},
+		{"read-only", &Annotations{ReadOnly: true}, []string{"@readonly"}},
+		{"read-only and idempotent", &Annotations{ReadOnly: true, Idempotent: true}, []string{"@readonly"}},
+		{"destructive", &Annotations{Destructive: true}, []string{"@destructive"}},
+		{"both", &Annotations{ReadOnly: true, Destructive: true}, []string{"@destructive"}},
+		{"both, idempotent", &Annotations{ReadOnly: true, Destructive: true, Idempotent: true}, []string{"@destructive", "@idempotent"}},
+		{"both, open world", &Annotations{ReadOnly: true, Destructive: true, OpenWorld: true}, []string{"@destructive", "@openworld"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.a.tags(); !slices.Equal(got, tc.want) {
+				t.Errorf("got tags %q, want %q", got, tc.want)
+			}
+		})
+	}
+	// Through the catalog too: the signature a model reads.
+	run := func(context.Context, json.RawMessage) (any, error) { return nil, nil }
+	rt := mustNew(t, Options{Tools: Tools{"orders": Tools{
+		"purge": Tool{Description: "Purge orders.", Run: run, Annotations: &Annotations{ReadOnly: true, Destructive: true}},
+	}}})
+	sig := rt.Catalog()[0].Signature
+	if !strings.Contains(sig, "@destructive") || strings.Contains(sig, "@readonly") {
+		t.Errorf("got signature\n%s\nwant it tagged @destructive and not @readonly", sig)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -23,7 +25,7 @@ const (
 )
 
 // The attributes of spans and metrics. Those marked data are set only
-// with Options.TraceData.
+// with Options.TraceData, and each is cut at MaxTraceDataBytes.
 const (
 	attrOK          = attribute.Key("codemode.ok")
 	attrKind        = attribute.Key("codemode.diagnostic.kind") // failed runs only
@@ -111,7 +113,7 @@ func (t *telemetry) startRun(ctx context.Context, code string) (context.Context,
 	if t.tracer != nil {
 		attrs := []attribute.KeyValue{attrCodeSize.Int(len(code))}
 		if t.data {
-			attrs = append(attrs, attrCode.String(code))
+			attrs = append(attrs, attrCode.String(traceData(code)))
 		}
 		ctx, r.span = t.tracer.Start(ctx, spanExecute, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	}
@@ -153,16 +155,16 @@ func (r *runTelemetry) endStep(res Result, suspended bool, err error) {
 	s.SetAttributes(outcome...)
 	s.SetAttributes(attrCallCount.Int(len(res.ToolCalls)), attrTruncated.Bool(res.Truncated))
 	if r.t.data && res.OK {
-		s.SetAttributes(attrValue.String(string(res.Value)))
+		s.SetAttributes(attrValue.String(traceData(res.Value)))
 	}
 	switch {
 	case err != nil:
 		// Interruptions are the host's own errors (ctx.Err(), ErrStopped).
-		s.SetStatus(codes.Error, err.Error())
+		s.SetStatus(codes.Error, traceData(err.Error()))
 	case res.Error != nil:
 		desc := string(res.Error.Kind)
 		if r.t.data {
-			desc = res.Error.Error()
+			desc = traceData(res.Error.Error())
 		}
 		s.SetStatus(codes.Error, desc)
 	}
@@ -177,7 +179,7 @@ func (t *telemetry) startCall(ctx context.Context, s ToolCallStart) (context.Con
 	}
 	attrs := []attribute.KeyValue{attrToolName.String(s.Name), attrCallIndex.Int(s.Index)}
 	if t.data {
-		attrs = append(attrs, attrCallInput.String(string(s.Input)))
+		attrs = append(attrs, attrCallInput.String(traceData(s.Input)))
 	}
 	return t.tracer.Start(ctx, spanToolCall, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 }
@@ -195,7 +197,7 @@ func (t *telemetry) endCall(ctx context.Context, span trace.Span, e ToolCallEnd,
 	}
 	span.SetAttributes(attrCallOutcome.String(string(e.Outcome)), attrCallDuration.Float64(e.Duration.Seconds()))
 	if t.data && out != nil {
-		span.SetAttributes(attrCallOutput.String(string(out)))
+		span.SetAttributes(attrCallOutput.String(traceData(out)))
 	}
 	// A cancelled call is not a tool failure: the run ended, or the
 	// program stopped waiting for it (a lost Promise.race). The run's
@@ -203,9 +205,35 @@ func (t *telemetry) endCall(ctx context.Context, span trace.Span, e ToolCallEnd,
 	if e.Outcome == OutcomeError || e.Outcome == OutcomeInvalidOutput {
 		desc := string(e.Outcome)
 		if t.data {
-			desc = e.Message
+			desc = traceData(e.Message)
 		}
 		span.SetStatus(codes.Error, desc)
 	}
 	span.End()
+}
+
+// MaxTraceDataBytes bounds each value Options.TraceData puts on a span:
+// the program text, the result's value, each call's input and output, and
+// each failure message a span's status carries. A longer one keeps its
+// first MaxTraceDataBytes bytes, cut back to a whole character, and ends
+// "… [truncated: N bytes]" with its full length. A span is exported whole
+// and kept by a backend that bills or drops by size; a megabyte argument
+// must not become a megabyte span, and the first few kilobytes are what a
+// person reading a trace looks at.
+const MaxTraceDataBytes = 4 << 10
+
+// traceData is s as a span may carry it: whole when it is within
+// MaxTraceDataBytes, else cut as MaxTraceDataBytes describes. Only the
+// kept part is copied, so a large value costs no more than a small one.
+func traceData[T ~string | ~[]byte](s T) string {
+	if len(s) <= MaxTraceDataBytes {
+		return string(s)
+	}
+	cut := MaxTraceDataBytes
+	// Back to the start of the character the cap falls in (at most
+	// UTFMax-1 bytes: further back, the text was not UTF-8 anyway).
+	for i := 0; i < utf8.UTFMax-1 && cut > 0 && !utf8.RuneStart(s[cut]); i++ {
+		cut--
+	}
+	return string(s[:cut]) + "… [truncated: " + strconv.Itoa(len(s)) + " bytes]"
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -487,3 +489,130 @@ type discardSpans struct{}
 
 func (discardSpans) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
 func (discardSpans) Shutdown(context.Context) error                             { return nil }
+
+// TestTelemetryDataCapped: with TraceData, a program near its size limit
+// and a megabyte of input, output, value or failure message each reach a span as at most
+// MaxTraceDataBytes of it, cut between characters, and a note saying how
+// long it was; short data is kept whole.
+func TestTelemetryDataCapped(t *testing.T) {
+	const mib = 1 << 20
+	// "€" is three bytes, so a cut at a round number of bytes falls
+	// inside one unless it is moved back.
+	big := strings.Repeat("€", mib/3+1)
+	sink := newOtelSink(t)
+	rt := mustNew(t, Options{
+		TracerProvider: sink.tp, TraceData: true,
+		Tools: Tools{"t": Tools{
+			"echo": Tool{Run: func(_ context.Context, in json.RawMessage) (any, error) { return in, nil }},
+			"fail": Tool{Run: func(context.Context, json.RawMessage) (any, error) { return nil, ToolError(big) }},
+			"tiny": Tool{Run: func(context.Context, json.RawMessage) (any, error) { return "ok", nil }},
+		}},
+	})
+	// The program is the largest Execute takes; the rest are a megabyte.
+	ok := "// " + strings.Repeat("€", 300_000) + "\n" + `
+		const s = "€".repeat(` + strconv.Itoa(mib/3+1) + `)
+		await tools.t.tiny({ q: 1 })
+		try { await tools.t.fail({}) } catch (e) {}
+		return await tools.t.echo({ s })`
+	if res, err := rt.Execute(context.Background(), ok); err != nil || !res.OK {
+		t.Fatalf("run: %v %.300s", err, resultJSON(res))
+	}
+	thrown := `throw new Error("€".repeat(` + strconv.Itoa(mib/3+1) + `))`
+	if res, err := rt.Execute(context.Background(), thrown); err != nil || res.OK {
+		t.Fatalf("run: got %v %.300s, want a failed result", err, resultJSON(res))
+	}
+
+	marker := regexp.MustCompile(`… \[truncated: (\d+) bytes\]$`)
+	// check returns how long the value says it was, or -1 when it is
+	// whole.
+	check := func(what, v string) int {
+		t.Helper()
+		if !utf8.ValidString(v) {
+			t.Errorf("%s: not valid UTF-8 (cut inside a character)", what)
+		}
+		m := marker.FindStringSubmatch(v)
+		if m == nil {
+			if len(v) > MaxTraceDataBytes {
+				t.Errorf("%s: got %d bytes and no truncation note, want at most %d", what, len(v), MaxTraceDataBytes)
+			}
+			return -1
+		}
+		if kept := len(v) - len(m[0]); kept > MaxTraceDataBytes || kept < MaxTraceDataBytes-utf8.UTFMax {
+			t.Errorf("%s: kept %d bytes, want %d less at most a character", what, kept, MaxTraceDataBytes)
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+
+	runs := sink.named(spanExecute)
+	if len(runs) != 2 {
+		t.Fatalf("got %d run spans, want 2", len(runs))
+	}
+	if got := check("the program", attrs(runs[0])["codemode.code"]); got != len(ok) {
+		t.Errorf("the program: got a note of %d bytes, want %d", got, len(ok))
+	}
+	if got := check("the value", attrs(runs[0])["codemode.value"]); got < mib {
+		t.Errorf("the value: got a note of %d bytes, want at least %d", got, mib)
+	}
+	if got := check("the thrown message", runs[1].Status.Description); got < mib {
+		t.Errorf("the thrown message: got a note of %d bytes, want at least %d", got, mib)
+	}
+	calls := map[string]tracetest.SpanStub{}
+	for _, c := range sink.named(spanToolCall) {
+		calls[attrs(c)["codemode.tool.name"]] = c
+	}
+	if got := check("the echo input", attrs(calls["t.echo"])["codemode.tool_call.input"]); got < mib {
+		t.Errorf("the echo input: got a note of %d bytes, want at least %d", got, mib)
+	}
+	if got := check("the echo output", attrs(calls["t.echo"])["codemode.tool_call.output"]); got < mib {
+		t.Errorf("the echo output: got a note of %d bytes, want at least %d", got, mib)
+	}
+	if got := check("the tool's message", calls["t.fail"].Status.Description); got < mib {
+		t.Errorf("the tool's message: got a note of %d bytes, want at least %d", got, mib)
+	}
+	tiny := attrs(calls["t.tiny"])
+	if tiny["codemode.tool_call.input"] != `{"q":1}` || tiny["codemode.tool_call.output"] != `"ok"` {
+		t.Errorf("short data: got input %q output %q, want them whole", tiny["codemode.tool_call.input"], tiny["codemode.tool_call.output"])
+	}
+	// Nothing on any span is longer than the cap and its note.
+	for _, sp := range sink.spans.GetSpans() {
+		check(sp.Name+" status", sp.Status.Description)
+		for _, kv := range sp.Attributes {
+			check(sp.Name+" "+string(kv.Key), kv.Value.String())
+		}
+	}
+}
+
+// TestTraceDataCut: the cut keeps whole characters, whatever their size
+// and wherever the cap falls among them.
+func TestTraceDataCut(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    string
+	}{
+		{"ascii", strings.Repeat("a", MaxTraceDataBytes+1)},
+		{"two-byte", strings.Repeat("é", MaxTraceDataBytes)},
+		{"three-byte", strings.Repeat("€", MaxTraceDataBytes)},
+		{"four-byte", strings.Repeat("😀", MaxTraceDataBytes)},
+		{"offset four-byte", "ab" + strings.Repeat("😀", MaxTraceDataBytes)},
+		{"exactly the cap", strings.Repeat("a", MaxTraceDataBytes)},
+		{"empty", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := traceData(tc.s)
+			if len(tc.s) <= MaxTraceDataBytes {
+				if got != tc.s {
+					t.Errorf("got %d bytes, want the %d kept whole", len(got), len(tc.s))
+				}
+				return
+			}
+			kept, note, ok := strings.Cut(got, "… [truncated: ")
+			if !ok || note != strconv.Itoa(len(tc.s))+" bytes]" {
+				t.Fatalf("got a note %q, want … [truncated: %d bytes]", note, len(tc.s))
+			}
+			if !utf8.ValidString(kept) || !strings.HasPrefix(tc.s, kept) || len(kept) > MaxTraceDataBytes || len(kept) <= MaxTraceDataBytes-utf8.UTFMax {
+				t.Errorf("got %d bytes kept (valid UTF-8 %v), want a prefix of whole characters within %d bytes of the cap", len(kept), utf8.ValidString(kept), utf8.UTFMax)
+			}
+		})
+	}
+}

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
+	"github.com/codemode-go/codemode/internal/spoof"
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
@@ -61,12 +63,15 @@ type Tool struct {
 }
 
 // Annotations describe a tool's effects, as MCP's tool annotations do.
-// They are the tool author's claims, not something codemode checks.
+// They are the tool author's claims, not something codemode checks. When
+// a tool claims both ReadOnly and Destructive, the stricter claim holds:
+// it is shown and treated as destructive, since a claim that it is
+// harmless is worth nothing beside one that it is not.
 type Annotations struct {
-	// ReadOnly: the tool changes nothing.
+	// ReadOnly: the tool changes nothing. Ignored when Destructive is set.
 	ReadOnly bool `json:"readOnly,omitempty"`
-	// Destructive: the tool may delete or overwrite (only meaningful when
-	// it is not ReadOnly).
+	// Destructive: the tool may delete or overwrite. It outweighs
+	// ReadOnly.
 	Destructive bool `json:"destructive,omitempty"`
 	// Idempotent: calling it again with the same input changes nothing
 	// more.
@@ -83,12 +88,12 @@ func (a *Annotations) tags() []string {
 	}
 	var tags []string
 	switch {
-	case a.ReadOnly:
-		tags = append(tags, "@readonly")
 	case a.Destructive:
 		tags = append(tags, "@destructive")
+	case a.ReadOnly:
+		tags = append(tags, "@readonly")
 	}
-	if a.Idempotent && !a.ReadOnly {
+	if a.Idempotent && !a.readOnly() {
 		tags = append(tags, "@idempotent")
 	}
 	if a.OpenWorld {
@@ -96,6 +101,9 @@ func (a *Annotations) tags() []string {
 	}
 	return tags
 }
+
+// readOnly reports a read-only claim that no destructive claim outweighs.
+func (a *Annotations) readOnly() bool { return a != nil && a.ReadOnly && !a.Destructive }
 
 // publicMessage is what the program sees of a tool's error: its message
 // when it was made with ToolError, else "Tool execution failed".
@@ -195,10 +203,19 @@ var ErrInvalidName = errors.New("invalid tool name")
 var reservedNames = map[string]bool{"then": true, "toJSON": true}
 
 // CheckName reports whether name can be a segment of a tool path. Any
-// non-empty string works (a program writes tools.ns["odd name"]) except
-// "then" and "toJSON", which the tools object answers itself, and a name
-// holding a NUL character. It is the one rule New and the adapters
-// (openapi, mcp) apply.
+// non-empty string works (a program writes tools.ns["odd name"]), in any
+// script, except "then" and "toJSON", which the tools object answers
+// itself, a name that is not valid UTF-8, and a name holding a character
+// that does not show as itself: an invisible or format character (U+200B
+// and the other zero-width characters, U+00AD, U+FEFF), a bidirectional
+// control (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C), a
+// control character (NUL, tab, newline ...), a line or paragraph
+// separator, a space other than U+0020, a private-use or unassigned code
+// point, or a compatibility form that NFKC normalization would change
+// (fullwidth ｒｅｆｕｎｄ, the ligature ﬁ, a decomposed accent). Such a
+// name would show in signatures as a different name, or as the very name
+// of the tool beside it. It is the one rule New and the adapters (openapi,
+// mcp) apply.
 func CheckName(name string) error {
 	switch {
 	case name == "":
@@ -206,17 +223,40 @@ func CheckName(name string) error {
 	case reservedNames[name]:
 		return fmt.Errorf("%w: %q is reserved in programs", ErrInvalidName, name)
 	case strings.ContainsRune(name, 0):
-		return fmt.Errorf("%w: %q holds a NUL character", ErrInvalidName, name)
+		return fmt.Errorf("%w: %s holds a NUL character", ErrInvalidName, spoof.Quote(name))
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidName, spoof.Quote(name))
+	}
+	if i, j := spoof.Find(name); i >= 0 {
+		return fmt.Errorf("%w: %s holds %s, which does not show as itself (an invisible, bidirectional or control character, or a compatibility form of another)",
+			ErrInvalidName, spoof.Quote(name), spoof.Runes(name[i:j]))
 	}
 	return nil
 }
 
 // SafeName returns name changed as little as possible to pass
-// [CheckName]: a reserved name gets a "_" suffix, NUL characters are
-// dropped, and an empty name becomes "_". Adapters use it to name tools
-// after what an upstream calls them.
+// [CheckName]: a character that does not show as itself (NUL included) is
+// spelled out as {U+200B}, so that the name cannot pass for the one it
+// imitates (a byte that is not UTF-8 becomes {U+FFFD}); a reserved name
+// gets a "_" suffix, and an empty name becomes "_". Adapters use it to
+// name tools after what an upstream calls them.
 func SafeName(name string) string {
-	name = strings.ReplaceAll(name, "\x00", "")
+	if i, _ := spoof.Find(name); i >= 0 {
+		var b strings.Builder
+		for {
+			i, j := spoof.Find(name)
+			if i < 0 {
+				break
+			}
+			b.WriteString(name[:i])
+			for _, r := range name[i:j] {
+				fmt.Fprintf(&b, "{U+%04X}", r)
+			}
+			name = name[j:]
+		}
+		b.WriteString(name)
+		name = b.String()
+	}
 	if name == "" {
 		return "_"
 	}

@@ -65,9 +65,12 @@ type UpstreamConfig struct {
 	// third-party code, so the host's other variables (API keys among
 	// them) reach it only when listed. The value of a variable whose name
 	// suggests a credential (it contains auth, key, token, secret, cookie,
-	// session, password, passwd or credential, in any case) is redacted
-	// from everything the server sends back to a program and from the log,
-	// as the package documentation describes.
+	// session, password, passwd or credential, in any case), and the
+	// password of any URL in the command, an argument, an env value or
+	// cwd (postgres://user:password@host/db; the user name when there is
+	// no password, as in https://<token>@host/), are redacted from
+	// everything the server sends back to a program and from the log, as
+	// the package documentation describes.
 	Command string            `json:"command,omitempty"`
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
@@ -76,15 +79,19 @@ type UpstreamConfig struct {
 	// EnvInherit names variables of the host's environment that the
 	// server inherits as they are, when they are set: ["GITHUB_TOKEN"].
 	// A name that is not set is left out silently; write
-	// "env": {"NAME": "${NAME}"} in a config file to require it.
+	// "env": {"NAME": "${NAME}"} in a config file to require it. Every
+	// inherited value is redacted like a credential, whatever its name
+	// (except those of the minimal environment above, which every server
+	// gets anyway): a setting that should show in output belongs in Env.
 	EnvInherit []string `json:"envInherit,omitempty"`
 
 	// URL and Headers reach an HTTP server. Headers (authorization, API
 	// keys) are sent with every request to the URL's origin (scheme, host
 	// and port) and to no other; a redirect to another origin is refused
-	// (the error names it, so the URL can be updated). Header values, and
-	// the URL's password and query parameters whose names suggest a
-	// credential, are redacted like Env's credentials.
+	// (the error names it, so the URL can be updated). Header values (and
+	// the password of a URL inside one), and the URL's user, password and
+	// query parameters whose names suggest a credential, are redacted like
+	// Env's credentials.
 	URL     string            `json:"url,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
 
@@ -348,7 +355,8 @@ func (sc *UpstreamConfig) check() error {
 			return errors.New("args, env, envInherit and cwd apply only to a command")
 		}
 		if !strings.HasPrefix(sc.URL, "http://") && !strings.HasPrefix(sc.URL, "https://") {
-			return fmt.Errorf("url %q must start with http:// or https://", sc.URL)
+			// The error is shown and logged: the URL's credentials stay out.
+			return fmt.Errorf("url %q must start with http:// or https://", redact.New(sc.secrets()...).String(sc.URL))
 		}
 	}
 	for k := range sc.Env {
@@ -381,30 +389,51 @@ func (sc *UpstreamConfig) check() error {
 
 // secrets lists what the entry holds that must not reach a program or
 // the log: its header values (with the credentials inside "Bearer x" and
-// "Basic x"), the values of its environment variables (set or inherited)
-// whose names suggest a credential, the values ParseConfig substituted
-// from such variables, and its URL's user, password and credential-named
-// query parameters (hosted servers often take the key in the URL).
+// "Basic x"), the values of its environment variables whose names suggest
+// a credential, the value of every variable it inherits, the values
+// ParseConfig substituted from credential-named variables, the password
+// (or token-as-user) of every URL in its command, args, env values, cwd,
+// url and header values (redact.URLSecrets), and its url's user and
+// credential-named query parameters (hosted servers often take the key in
+// the URL).
 func (sc UpstreamConfig) secrets() []string {
 	var out []string
+	texts := []string{sc.Command, sc.Cwd, sc.URL}
+	texts = append(texts, sc.Args...)
 	for _, v := range sc.Headers {
 		out = append(out, redact.HeaderSecrets(v)...)
+		texts = append(texts, v)
 	}
 	for k, v := range sc.Env {
 		if redact.SensitiveName(k) {
 			out = append(out, v)
 		}
+		texts = append(texts, v)
 	}
+	// EnvInherit is how a host passes its own credentials to a server
+	// without writing them in the file, and their names need not say so
+	// (DATABASE_URL, GH_PAT): every inherited value is a secret. The
+	// variables every server inherits anyway (PATH, HOME, ...) are not,
+	// whether listed or not: they hold paths and names that ordinary
+	// output is full of.
+	base := inheritedEnv()
 	for _, k := range sc.EnvInherit {
-		if v := os.Getenv(k); v != "" && redact.SensitiveName(k) {
+		if v := os.Getenv(k); v != "" && !contains(base, k) {
 			out = append(out, v)
+			texts = append(texts, v)
 		}
 	}
 	out = append(out, sc.expanded...)
+	for _, t := range texts {
+		out = append(out, redact.URLSecrets(t)...)
+	}
 	if u, err := url.Parse(sc.URL); err == nil && sc.URL != "" {
 		if u.User != nil {
+			// The user name too, unlike in other fields: an HTTP client
+			// sends the pair as Basic credentials, which an upstream may
+			// echo whole.
 			pass, _ := u.User.Password()
-			out = append(out, u.User.Username(), pass)
+			out = append(out, u.User.Username(), pass, u.User.Username()+":"+pass)
 		}
 		for k, vs := range u.Query() {
 			if redact.SensitiveName(k) {

@@ -35,10 +35,16 @@
 //	tools, err := mcp.SessionTools(ctx, session, mcp.SessionOptions{})
 //	rt, err := codemode.New(codemode.Options{Tools: codemode.Tools{"github": tools}})
 //
-// A tool's name is used as is, whatever characters it holds:
+// A tool's name is used as is, whatever script it is in:
 // tools.server["weird/name.x"]({...}) calls the tool "weird/name.x". Only
 // "then" and "toJSON", which a program's tools proxy keeps for itself,
-// are renamed "then_" and "toJSON_". The input schema becomes the tool's
+// are renamed "then_" and "toJSON_". A tool whose name holds a character
+// that does not show as itself (see codemode.CheckName: a zero-width or
+// bidirectional control character, a control character, a fullwidth or
+// other compatibility look-alike) is left out, with a warning that spells
+// the name out: it would read as another name, or as the name of the
+// tool beside it, and leaving it out keeps the server's other tools. The
+// input schema becomes the tool's
 // signature but is not enforced (the server validates its arguments); a
 // schema that cannot be decoded is dropped with a log record and the tool
 // kept.
@@ -70,8 +76,11 @@
 // notifications/cancelled. ClientOptions.CallTimeout bounds each call.
 //
 // The credentials of a server's config (its header values, the values of
-// its environment variables whose names suggest a credential, and its
-// URL's password and credential-named query parameters) are redacted from
+// its environment variables whose names suggest a credential, the value
+// of every variable it inherits through EnvInherit, the password of any
+// URL in its command, arguments, env values, cwd, url or headers — or
+// the user name when a URL has no password, as in https://<token>@host/ —
+// and its URL's credential-named query parameters) are redacted from
 // everything the server sends back to a program — results, tool errors,
 // JSON-RPC errors — and from the errors Connect and Refresh return and
 // the log records (the SDK's and the stdio server's stderr included).

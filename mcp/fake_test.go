@@ -44,8 +44,11 @@ func TestMain(m *testing.M) {
 			}
 		}
 		srv := newKit()
-		if mode == "leak" {
+		switch mode {
+		case "leak":
 			addLeak(srv)
+		case "spoof":
+			addSpoofs(srv)
 		}
 		if err := srv.Run(context.Background(), &mcpsdk.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, "kit:", err)

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -201,5 +202,150 @@ func TestConnectErrorRedacted(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "region=eu") && !strings.Contains(err.Error(), addr) {
 		t.Errorf("got %q, want the rest of the URL kept", err)
+	}
+}
+
+// urlLeaker is a stdio server that dies at start after printing to
+// stderr each argument and environment variable it got, and the user
+// information of each URL in them, raw and percent-decoded, whole and
+// split at the colon: what a server that logs its connection string
+// before failing to connect prints.
+const urlLeaker = `
+const dec = s => { try { return decodeURIComponent(s) } catch { return s } }
+const seen = process.argv.slice(1).concat(Object.entries(process.env).map(([k, v]) => k + '=' + v))
+for (const a of seen) {
+	console.error('saw ' + a)
+	for (const m of a.matchAll(/:\/\/([^\/?#\s]*)@/g)) {
+		console.error('userinfo ' + m[1] + ' decoded ' + dec(m[1]) + ' parts ' + m[1].split(':').map(dec).join(' | '))
+	}
+}
+process.exit(2)`
+
+// TestStartFailureURLSecretsRedacted: a server given a URL with a
+// password in its arguments, its environment or an inherited variable,
+// or given any inherited variable, prints them before it dies; none of
+// them reaches the error, the reason or the log, while the rest of each
+// URL (the user name beside a password, the host) does.
+func TestStartFailureURLSecretsRedacted(t *testing.T) {
+	nodeBin := node(t)
+	t.Setenv("CODEMODE_TEST_INHERITED_PLAIN", "inherited-plain-value-77")
+	t.Setenv("CODEMODE_TEST_INHERITED_DSN", "mysql://root:inh-pass-5566@db.internal/app")
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		inherit []string
+		secret  []string // must not appear
+		kept    []string // must appear: what is not a secret
+	}{
+		{name: "password in an argument",
+			args:   []string{"postgresql://pguser:pg-pass-1234@db.internal/x"},
+			secret: []string{"pg-pass-1234"}, kept: []string{"postgresql://pguser:[REDACTED]@db.internal/x"}},
+		{name: "percent-encoded password inside a flag",
+			args:   []string{"--db=postgres://u:p%40ss-word-5678@h.internal/d?sslmode=require"},
+			secret: []string{"p%40ss-word-5678", "p@ss-word-5678"}, kept: []string{"@h.internal/d?sslmode=require"}},
+		{name: "token as the user name",
+			args:   []string{"https://ghp_tokenAsUser1234@github.com/org/repo.git"},
+			secret: []string{"ghp_tokenAsUser1234"}, kept: []string{"@github.com/org/repo.git"}},
+		{name: "key as the user name with an empty password",
+			args:   []string{"https://sk_live_keyAsUser9876:@api.example.com/v1"},
+			secret: []string{"sk_live_keyAsUser9876"}, kept: []string{"@api.example.com/v1"}},
+		{name: "two URLs in one argument",
+			args:   []string{"--from=redis://:redis-pass-1111@a.internal --to=amqp://guest:amqp-pass-2222@b.internal"},
+			secret: []string{"redis-pass-1111", "amqp-pass-2222"}, kept: []string{"amqp://guest:[REDACTED]@b.internal"}},
+		{name: "password in an environment value whose name says nothing",
+			env:    map[string]string{"DATABASE_URL": "postgres://envuser:env-pass-4321@h.internal/d"},
+			secret: []string{"env-pass-4321"}, kept: []string{"DATABASE_URL=postgres://envuser:[REDACTED]@h.internal/d"}},
+		{name: "inherited variable whose name says nothing",
+			inherit: []string{"CODEMODE_TEST_INHERITED_PLAIN"},
+			secret:  []string{"inherited-plain-value-77"}, kept: []string{"CODEMODE_TEST_INHERITED_PLAIN=[REDACTED]"}},
+		{name: "inherited URL, its password printed alone",
+			inherit: []string{"CODEMODE_TEST_INHERITED_DSN"},
+			secret:  []string{"inh-pass-5566", "mysql://root:inh-pass-5566@db.internal/app"}, kept: []string{"CODEMODE_TEST_INHERITED_DSN=[REDACTED]"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"-e", urlLeaker, "--"}, tc.args...)
+			cfg := &Config{Servers: map[string]UpstreamConfig{"leaky": {Command: nodeBin, Args: args, Env: tc.env, EnvInherit: tc.inherit}}}
+			logger, logs := newLogRecorder()
+			up := connect(t, cfg, ClientOptions{Lenient: true, Logger: logger})
+			un := up.Unavailable()
+			if len(un) != 1 {
+				t.Fatalf("got unavailable %v, want leaky", un)
+			}
+			texts := map[string]string{"error": un[0].Err.Error(), "reason": un[0].Reason, "log": logs()}
+			if !strings.Contains(texts["log"], "saw ") {
+				t.Fatalf("the server's stderr did not reach the log:\n%s", texts["log"])
+			}
+			for what, text := range texts {
+				for _, s := range tc.secret {
+					if f := firstIn(text, echoSecrets(s)); f != "" {
+						t.Errorf("the %s holds %q:\n%s", what, f, text)
+					}
+				}
+			}
+			for _, k := range tc.kept {
+				if !strings.Contains(texts["log"], k) {
+					t.Errorf("the log lacks %q, which is no secret:\n%s", k, texts["log"])
+				}
+			}
+		})
+	}
+}
+
+// firstIn returns the first of forms that text holds, or "".
+func firstIn(text string, forms []string) string {
+	for _, f := range forms {
+		if strings.Contains(text, f) {
+			return f
+		}
+	}
+	return ""
+}
+
+// TestConfigURLSecrets: the password of a URL anywhere in an entry, and
+// every inherited value, are among its secrets; a user name beside a
+// password is not, except in the url, whose pair an HTTP client sends.
+func TestConfigURLSecrets(t *testing.T) {
+	t.Setenv("CODEMODE_TEST_INHERITED_ANY", "any-inherited-8888")
+	for _, tc := range []struct {
+		name   string
+		sc     UpstreamConfig
+		secret []string
+		kept   []string
+	}{
+		{"command", UpstreamConfig{Command: "/opt/bin/run https://cmduser:cmd-pass-1111@h.internal"}, []string{"cmd-pass-1111"}, []string{"cmduser"}},
+		{"cwd", UpstreamConfig{Command: "x", Cwd: "/mnt/sftp://cwduser:cwd-pass-2222@h.internal/x"}, []string{"cwd-pass-2222"}, []string{"cwduser"}},
+		{"env", UpstreamConfig{Command: "x", Env: map[string]string{"DSN": "mysql://envuser:env-pass-3333@h"}}, []string{"env-pass-3333"}, []string{"envuser"}},
+		{"inherited", UpstreamConfig{Command: "x", EnvInherit: []string{"CODEMODE_TEST_INHERITED_ANY"}}, []string{"any-inherited-8888"}, nil},
+		{"header", UpstreamConfig{URL: "https://h.internal/mcp", Headers: map[string]string{"X-Upstream": "postgres://hdruser:hdr-pass-4444@db"}},
+			[]string{"hdr-pass-4444", "postgres://hdruser:hdr-pass-4444@db"}, nil},
+		{"url", UpstreamConfig{URL: "https://urluser:url-pass-5555@h.internal/mcp"}, []string{"urluser", "url-pass-5555", "urluser:url-pass-5555"}, nil},
+		{"url with a token as user", UpstreamConfig{URL: "https://url-token-6666@h.internal/mcp"}, []string{"url-token-6666"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.sc.secrets()
+			for _, s := range tc.secret {
+				if !slices.Contains(got, s) {
+					t.Errorf("got secrets %q, want %q among them", got, s)
+				}
+			}
+			for _, s := range tc.kept {
+				if slices.Contains(got, s) {
+					t.Errorf("got secrets %q, want %q not among them", got, s)
+				}
+			}
+		})
+	}
+}
+
+// TestConfigErrorURLRedacted: a url ParseConfig refuses is named in the
+// error without its credentials.
+func TestConfigErrorURLRedacted(t *testing.T) {
+	_, err := ParseConfig([]byte(`{"mcpServers": {"ftp": {"url": "ftp://ftpuser:ftp-pass-7777@files.internal/x"}}}`))
+	if err == nil || !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("got %v, want ErrInvalidConfig", err)
+	}
+	if strings.Contains(err.Error(), "ftp-pass-7777") || !strings.Contains(err.Error(), "@files.internal/x") {
+		t.Errorf("got %q, want the url without its password", err)
 	}
 }

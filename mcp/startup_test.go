@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -248,18 +249,24 @@ func TestStartFailureRedacted(t *testing.T) {
 }
 
 // TestEnvInherit: a server gets the host variables its entry names in
-// envInherit, and no others.
+// envInherit, and no others; what it sends back has their values
+// redacted, except those of the minimal environment every server gets.
 func TestEnvInherit(t *testing.T) {
 	t.Setenv("CODEMODE_TEST_INHERITED", "passed")
 	t.Setenv("CODEMODE_TEST_NOT_INHERITED", "kept")
+	t.Setenv("LANG", "C.UTF-8")
 	sc := kitConfig(t, nil)
-	sc.EnvInherit = []string{"CODEMODE_TEST_INHERITED", "CODEMODE_TEST_NEVER_SET"}
+	sc.EnvInherit = []string{"CODEMODE_TEST_INHERITED", "CODEMODE_TEST_NEVER_SET", "LANG"}
 	up := connect(t, &Config{Servers: map[string]UpstreamConfig{"kit": sc}}, ClientOptions{})
 	res, m := run(t, up.Tools(), codemode.Options{}, `return await tools.kit.env({})`)
 	mustOK(t, res)
 	env := m["value"].(map[string]any)
-	if env["CODEMODE_TEST_INHERITED"] != "passed" {
-		t.Errorf("got CODEMODE_TEST_INHERITED=%v, want passed", env["CODEMODE_TEST_INHERITED"])
+	// Redacted whole: the server got exactly the value.
+	if env["CODEMODE_TEST_INHERITED"] != "[REDACTED]" {
+		t.Errorf("got CODEMODE_TEST_INHERITED=%v, want [REDACTED]", env["CODEMODE_TEST_INHERITED"])
+	}
+	if runtime.GOOS != "windows" && env["LANG"] != "C.UTF-8" {
+		t.Errorf("got LANG=%v, want C.UTF-8: the minimal environment holds no secrets", env["LANG"])
 	}
 	for _, name := range []string{"CODEMODE_TEST_NOT_INHERITED", "CODEMODE_TEST_NEVER_SET"} {
 		if v, ok := env[name]; ok {

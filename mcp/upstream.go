@@ -15,6 +15,7 @@ import (
 	"github.com/codemode-go/codemode"
 	"github.com/codemode-go/codemode/internal/origin"
 	"github.com/codemode-go/codemode/internal/redact"
+	"github.com/codemode-go/codemode/internal/spoof"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -378,6 +379,15 @@ func (ts toolset) namespace(list []*mcpsdk.Tool) (codemode.Tools, string) {
 		if !ts.allowed(t.Name) {
 			continue
 		}
+		if i, j := spoof.Find(t.Name); i >= 0 {
+			// A name with a character that does not show as itself would
+			// read as another name, or as a tool's beside it. Renaming
+			// it visibly would still offer a tool under a name its server
+			// chose to deceive with; skipping it keeps the rest usable.
+			ts.log.Warn("skipping a tool: its name holds characters that do not show as themselves",
+				"tool", spoof.Escape(t.Name), "characters", spoof.Runes(t.Name[i:j]))
+			continue
+		}
 		member := codemode.SafeName(t.Name)
 		if member != t.Name {
 			// A name programs cannot use (then, toJSON, ...): expose the
@@ -430,14 +440,18 @@ func (ts toolset) tool(t *mcpsdk.Tool) codemode.Tool {
 // annotations maps an upstream tool's MCP annotations, with the defaults
 // the MCP specification gives hints left out: a tool that is not read-only
 // is destructive, and every tool reaches an open world, unless it says
-// otherwise. A tool without annotations has none.
+// otherwise. A tool without annotations has none. A tool that says it is
+// read-only and, explicitly, destructive is taken as destructive: the
+// hints are an untrusted server's, and of two that disagree the one that
+// asks for more care is the one to believe.
 func annotations(a *mcpsdk.ToolAnnotations) *codemode.Annotations {
 	if a == nil {
 		return nil
 	}
+	destructive := a.DestructiveHint == nil && !a.ReadOnlyHint || a.DestructiveHint != nil && *a.DestructiveHint
 	return &codemode.Annotations{
-		ReadOnly:    a.ReadOnlyHint,
-		Destructive: !a.ReadOnlyHint && (a.DestructiveHint == nil || *a.DestructiveHint),
+		ReadOnly:    a.ReadOnlyHint && !destructive,
+		Destructive: destructive,
 		Idempotent:  a.IdempotentHint,
 		OpenWorld:   a.OpenWorldHint == nil || *a.OpenWorldHint,
 	}

@@ -18,7 +18,9 @@
 // JavaScript identifier ("-", "_", space, ...) is a word break, and the
 // words are joined in camelCase, the first keeping its case. A leading
 // digit gets a "_" prefix; a name programs cannot use ("then", "toJSON";
-// see codemode.CheckName) gets a "_" suffix. Without an operationId the name is the
+// see codemode.CheckName) gets a "_" suffix, and a letter that does not
+// show as itself (fullwidth ｒ, the ligature ﬁ) is spelled out ({U+FF52};
+// codemode.SafeName). Without an operationId the name is the
 // method and the path: GET /users/{id} → getUsersById. In document order,
 // a name already taken by a tool, or by a namespace that other tools live
 // in, gets the first free suffix _2, _3, ... (namespaces keep their names).

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/codemode-go/codemode"
 )
 
 func TestToolPath(t *testing.T) {
@@ -30,6 +32,13 @@ func TestToolPath(t *testing.T) {
 		{"", "GET", "/{", "getBy"},
 		{"", "GET", "}/x", "getX"},
 		{"café.ünïcode", "GET", "/x", "café.ünïcode"},
+		// Characters that do not show as themselves: a hidden one breaks
+		// words like any non-letter, a look-alike letter is spelled out.
+		{"ref\u200bund", "POST", "/x", "refUnd"},
+		{"refund\u202e", "POST", "/x", "refund"},
+		{"ｒｅｆｕｎｄ", "POST", "/x", "{U+FF52}{U+FF45}{U+FF46}{U+FF55}{U+FF4E}{U+FF44}"},
+		{"\ufb01le", "GET", "/x", "{U+FB01}le"},
+		{"", "GET", "/ｆｉｌｅｓ", "get{U+FF26}{U+FF49}{U+FF4C}{U+FF45}{U+FF53}"},
 	}
 	for _, c := range cases {
 		if got := strings.Join(toolPath(c.id, c.method, c.path), "."); got != c.want {
@@ -110,4 +119,29 @@ paths:
 	if n := countTools(api.Tools); n != 5 {
 		t.Fatalf("%d tools, want 5", n)
 	}
+}
+
+// TestLookAlikeNamesThroughSpec: operations whose ids imitate another's
+// with look-alike or hidden characters get names that cannot pass for
+// it, and the tree is one New accepts.
+func TestLookAlikeNamesThroughSpec(t *testing.T) {
+	api := convert(t, `
+openapi: 3.0.3
+info: {title: Refunds, version: "1"}
+paths:
+  /a:
+    post: {operationId: refund, responses: {"200": {description: ok}}}
+  /b:
+    post: {operationId: "ｒｅｆｕｎｄ", responses: {"200": {description: ok}}}
+  /c:
+    post: {operationId: "refund\u200b", responses: {"200": {description: ok}}}
+`, Options{})
+	for _, p := range []string{"refund", "{U+FF52}{U+FF45}{U+FF46}{U+FF55}{U+FF4E}{U+FF44}", "refund_2"} {
+		lookup(t, api.Tools, p)
+	}
+	rt, err := codemode.New(codemode.Options{Tools: codemode.Tools{api.Namespace: api.Tools}})
+	if err != nil {
+		t.Fatalf("got %v, want the tree accepted", err)
+	}
+	rt.Close()
 }

@@ -3,6 +3,8 @@ package discovery
 import (
 	"fmt"
 	"sort"
+
+	"github.com/codemode-go/codemode/internal/spoof"
 )
 
 // Entry is one tool as the catalog budget sees it.
@@ -118,16 +120,19 @@ func (s Selection) Header() string {
 }
 
 // Label names a namespace with its counts: "alpha (2 tools, 1 shown)".
+// A character of the name that does not show as itself is spelled out
+// (spoof.Escape), as signatures spell it.
 func (g Group) Label() string {
+	ns := spoof.Escape(g.Namespace)
 	tools := "tools"
 	if g.Total == 1 {
 		tools = "tool"
 	}
 	switch {
 	case len(g.Shown) == g.Total:
-		return fmt.Sprintf("%s (%d %s)", g.Namespace, g.Total, tools)
+		return fmt.Sprintf("%s (%d %s)", ns, g.Total, tools)
 	case len(g.Shown) == 0:
-		return fmt.Sprintf("%s (%d %s, none shown)", g.Namespace, g.Total, tools)
+		return fmt.Sprintf("%s (%d %s, none shown)", ns, g.Total, tools)
 	}
-	return fmt.Sprintf("%s (%d %s, %d shown)", g.Namespace, g.Total, tools, len(g.Shown))
+	return fmt.Sprintf("%s (%d %s, %d shown)", ns, g.Total, tools, len(g.Shown))
 }

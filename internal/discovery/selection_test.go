@@ -42,6 +42,16 @@ func TestSelect(t *testing.T) {
 	}
 }
 
+// TestLabelSpellsOutHiddenCharacters: a namespace whose name does not
+// show as itself (New refuses one; this is the second line) is spelled
+// out in its heading, as a signature spells it.
+func TestLabelSpellsOutHiddenCharacters(t *testing.T) {
+	g := Select([]Entry{{"\u202epay", "\u202epay.x", "1234"}}, 100).Groups[0]
+	if got, want := g.Label(), `\u202epay (1 tool)`; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
 // TestSelectRoundRobin: with a budget for three entries, each namespace
 // gets its cheapest before any gets a second, and a namespace whose next
 // entry does not fit drops out while the others go on.

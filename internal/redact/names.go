@@ -2,7 +2,9 @@ package redact
 
 import (
 	"encoding/base64"
+	"net/url"
 	"strings"
+	"unicode"
 )
 
 // sensitiveWords are the name fragments that mark a header or variable as
@@ -46,4 +48,59 @@ func HeaderSecrets(value string) []string {
 		}
 	}
 	return out
+}
+
+// URLSecrets lists the credentials in the user information of every URL
+// in s, wherever it stands (a whole argument, "--db=postgres://…", a
+// connection string among others): the password as written and
+// percent-decoded, or, when the password is empty or absent, the user
+// name the same ways, since services that take a token in the URL take it
+// as the user name (https://<token>@github.com/…, https://<key>:@…). A
+// user name beside a password is left alone: it is an account name
+// ("postgres", "root") that also turns up in ordinary output, where
+// redacting it would hide what the output says without hiding anything
+// secret.
+func URLSecrets(s string) []string {
+	var out []string
+	for {
+		i := strings.Index(s, "://")
+		if i < 0 {
+			return out
+		}
+		s = s[i+3:]
+		// The authority ends where the path, query or fragment begins, or
+		// where the URL does (white space, a quote). Its last "@" ends the
+		// user information, as url.Parse reads it.
+		auth := s[:authorityEnd(s)]
+		at := strings.LastIndexByte(auth, '@')
+		if at < 0 {
+			continue
+		}
+		user, pass, _ := strings.Cut(auth[:at], ":")
+		cred := pass
+		if cred == "" {
+			cred = user
+		}
+		if cred == "" {
+			continue
+		}
+		out = append(out, cred)
+		if dec, err := url.PathUnescape(cred); err == nil && dec != cred {
+			out = append(out, dec)
+		}
+	}
+}
+
+// authorityEnd is where the authority at the start of s (just after
+// "://") ends.
+func authorityEnd(s string) int {
+	for i, r := range s {
+		switch {
+		case r == '/' || r == '?' || r == '#' || r == '"' || r == '\'' || r == '<' || r == '>' || r == '`':
+			return i
+		case unicode.IsSpace(r):
+			return i
+		}
+	}
+	return len(s)
 }

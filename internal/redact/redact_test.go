@@ -296,6 +296,32 @@ func TestHeaderSecrets(t *testing.T) {
 	}
 }
 
+func TestURLSecrets(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{"postgresql://user:pass-1@db/x", []string{"pass-1"}},
+		{"--db=postgres://u:p%40ss@h/d?sslmode=require", []string{"p%40ss", "p@ss"}},
+		{"https://ghp_token@github.com/o/r.git", []string{"ghp_token"}},
+		{"https://sk_live_key:@api.example.com", []string{"sk_live_key"}},
+		{"redis://:only-pass@h", []string{"only-pass"}},
+		{"a https://u:one@h/x and amqp://g:two@h2", []string{"one", "two"}},
+		{"http://u:p@ss-with-at@h/x", []string{"p@ss-with-at"}}, // the last @ ends it, as url.Parse reads it
+		{"http://u:%zz@h", []string{"%zz"}},                     // not decodable: as written
+		{"https://example.com/a@b", nil},                        // @ in the path
+		{"https://example.com?to=a@b", nil},                     // @ in the query
+		{"see https://example.com and mail a@b", nil},           // @ after the URL ended
+		{"no url here: user:pass@host", nil},
+		{"://@", nil},
+		{"", nil},
+	} {
+		if got := URLSecrets(tc.in); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("URLSecrets(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
 func TestSensitiveName(t *testing.T) {
 	for name, want := range map[string]bool{
 		"Authorization": true, "X-API-Key": true, "GITHUB_TOKEN": true, "Cookie": true, "DB_PASSWD": true,

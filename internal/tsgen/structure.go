@@ -1,10 +1,11 @@
 package tsgen
 
 import (
-	"bytes"
 	"encoding/json"
 	"math"
 	"strconv"
+
+	"github.com/codemode-go/codemode/internal/spoof"
 )
 
 // object renders the object keywords of o: properties, required,
@@ -209,11 +210,9 @@ func literalAt(v any, depth int, budget *int) *tnode {
 }
 
 // quote spells s as a JSON string, which is also a valid TypeScript string
-// literal. HTML escaping would only make the output harder to read.
-func quote(s string) string {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s)
-	return string(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
-}
+// literal, with what would not show as itself (a zero-width space, a
+// bidirectional control, a fullwidth look-alike) escaped: a model reading
+// a tool path, a property name or an enum value must see what it holds.
+// The escaped literal still means the same string to the compiler and to
+// JavaScript. HTML escaping would only make the output harder to read.
+func quote(s string) string { return spoof.Quote(s) }

@@ -1,6 +1,7 @@
 package tsgen
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -195,10 +196,36 @@ func TestAccessPath(t *testing.T) {
 		`tools.context7["resolve-library-id"]`:  {"context7", "resolve-library-id"},
 		`tools["2nd"]["a b"][""].default`:       {"2nd", "a b", "", "default"},
 		`tools["quote\"d"]["</script>"]["é"]._`: {`quote"d`, "</script>", "é", "_"},
+		// What does not show as itself is spelled out, and still names
+		// the same property in JavaScript.
+		`tools.ns["ref\u200bund"]`:                         {"ns", "ref\u200bund"},
+		`tools.ns["refund\u202e"]`:                         {"ns", "refund\u202e"},
+		`tools["\u2066ns\u2069"].x`:                        {"\u2066ns\u2069", "x"},
+		`tools.ns["\uff52\uff45\uff46\uff55\uff4e\uff44"]`: {"ns", "ｒｅｆｕｎｄ"},
+		`tools.ns["a\u2028b\nc"]`:                          {"ns", "a\u2028b\nc"},
+		`tools.ns["\ufeffx\u00ad"]`:                        {"ns", "\ufeffx\u00ad"},
 	}
 	for want, path := range cases {
 		if got := AccessPath(path); got != want {
 			t.Errorf("AccessPath(%q) = %s, want %s", path, got, want)
+		}
+	}
+}
+
+// TestNamesSpelledOut: a property name or string literal that does not
+// show as itself is escaped in the rendered type, so the model reads what
+// the schema holds; an ordinary non-ASCII one is kept.
+func TestNamesSpelledOut(t *testing.T) {
+	for _, tc := range []struct {
+		schema, want string
+	}{
+		{`{"type":"object","properties":{"ref\u200bund":{"type":"string"}},"required":["ref\u200bund"]}`, `{ "ref\u200bund": string }`},
+		{`{"type":"object","properties":{"ｉｄ":{"type":"string"}},"required":["ｉｄ"]}`, `{ "\uff49\uff44": string }`},
+		{`{"enum":["refund\u202e","ok"]}`, `"refund\u202e" | "ok"`},
+		{`{"const":"名前"}`, `"名前"`},
+	} {
+		if got := Type(json.RawMessage(tc.schema), false); got != tc.want {
+			t.Errorf("Type(%s) = %s, want %s", tc.schema, got, tc.want)
 		}
 	}
 }

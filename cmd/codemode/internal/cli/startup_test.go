@@ -177,3 +177,44 @@ next:
 	}
 	return ""
 }
+
+// TestMCPStartupFailureURLRedacted: a server configured with connection
+// strings in its arguments and its environment, which prints them when it
+// fails to start, shows their passwords neither in codemode mcp's log nor
+// in the execute description; the rest of each URL stays readable.
+func TestMCPStartupFailureURLRedacted(t *testing.T) {
+	nodeBin, _ := nodeSetup(t)
+	script, err := filepath.Abs(filepath.Join("testdata", "dsn.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const argPass, envPass = "cli-arg-pass-4242", "cli-env-pass-5353"
+	cfg := writeConfig(t, map[string]any{"mcpServers": map[string]any{"db": map[string]any{
+		"command": nodeBin,
+		"args":    []string{script, "postgresql://app:" + argPass + "@db.internal/orders"},
+		"env":     map[string]string{"DATABASE_URL": "postgres://report:" + envPass + "@replica.internal/orders"},
+	}}})
+	cs, stderr, _, _ := startStdioClient(t, context.Background(), nil, "--config", cfg, "--connect-timeout", "5s")
+	defer cs.Close()
+	list, err := cs.ListTools(context.Background(), nil)
+	if err != nil || len(list.Tools) != 1 {
+		t.Fatalf("got tools %v, %v; want execute", list, err)
+	}
+	if !strings.Contains(list.Tools[0].Description, "- `tools.db`: its command exited with status 1") {
+		t.Errorf("got a description without tools.db unavailable:\n%s", tail(list.Tools[0].Description, 1500))
+	}
+	log := stderr.String()
+	line := logLine(log, "level=ERROR", "server=db")
+	for _, want := range []string{"app:[REDACTED]@db.internal/orders", "report:[REDACTED]@replica.internal/orders"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("got error record %q, want it to contain %q", line, want)
+		}
+	}
+	for what, text := range map[string]string{"log": log, "description": list.Tools[0].Description} {
+		for _, p := range []string{argPass, envPass} {
+			if strings.Contains(text, p) {
+				t.Errorf("the %s holds %q:\n%s", what, p, text)
+			}
+		}
+	}
+}
