@@ -412,11 +412,11 @@ await tools.$codemode.begin({ touches: t }); return await tools.shop.refundOrder
 		"forged tx ids": `for (const tx of [0, -1, "0", null, 1e308, { valueOf() { return 0 } }]) { try { await tools.$codemode.commit({ tx }) } catch {} try { await tools.$codemode.rollback({ tx }) } catch {} }
 return await tools.shop.refundOrder({})`,
 		"begin inside begin": `await tools.$codemode.begin({ touches: ["shop.lookup"] }); await tools.$codemode.begin({ touches: ["shop.refundOrder"] }); return await tools.shop.refundOrder({})`,
-		"call, apply, bind": `const f = tools.shop.refundOrder; await Promise.allSettled([f.call(null, {}), Reflect.apply(f, tools, [{}]), f.bind(null)({})]); return await f({})`,
+		"call, apply, bind":  `const f = tools.shop.refundOrder; await Promise.allSettled([f.call(null, {}), Reflect.apply(f, tools, [{}]), f.bind(null)({})]); return await f({})`,
 		"computed built-ins": `const c = tools["$code" + "mode"]; await c["be" + "gin"]({ touches: ["shop.refundOrder"] }); return await tools.shop[{ toString() { return "refundOrder" } }]({})`,
-		"200 begins at once":  `await Promise.allSettled(Array.from({ length: 200 }, () => tools.$codemode.begin({ touches: ["shop.refundOrder", "shop.transfer"] }))); return await tools.shop.transfer({ to: "x" })`,
-		"rollback loop":       `for (let i = 0; i < 50; i++) { const { tx } = await tools.$codemode.begin({ touches: ["shop.lookup"] }); await tools.shop.lookup({}); await tools.$codemode.rollback({ tx }) } return await tools.shop.transfer({ to: "x" })`,
-		"padded transfer":     `return await tools.shop.transfer({ a: " ".repeat(8150), to: "attacker-iban" })`,
+		"200 begins at once": `await Promise.allSettled(Array.from({ length: 200 }, () => tools.$codemode.begin({ touches: ["shop.refundOrder", "shop.transfer"] }))); return await tools.shop.transfer({ to: "x" })`,
+		"rollback loop":      `for (let i = 0; i < 50; i++) { const { tx } = await tools.$codemode.begin({ touches: ["shop.lookup"] }); await tools.shop.lookup({}); await tools.$codemode.rollback({ tx }) } return await tools.shop.transfer({ to: "x" })`,
+		"padded transfer":    `return await tools.shop.transfer({ a: " ".repeat(8150), to: "attacker-iban" })`,
 		"transfer in a transaction": `const { tx } = await tools.$codemode.begin({ touches: ["shop.transfer"] }).catch(() => ({}))
 return await tools.shop.transfer({ to: "x" })`,
 		"unawaited then throw": `tools.shop.transfer({ to: "x" }); tools.shop.refundOrder({}); throw new Error("bye")`,

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/codemode-go/codemode/internal/sandbox"
+	"github.com/codemode-go/codemode/internal/spoof"
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
@@ -55,8 +55,8 @@ func validateOutput(schema *jsonschema.Resolved, raw json.RawMessage) error {
 // duplicate keys the last, as a JSON decoder keeps it), no insignificant
 // whitespace, numbers as written, and every character that displays as
 // nothing, as a space or reorders its neighbours (controls, zero-width
-// and bidirectional marks, spaces other than U+0020, private-use
-// characters) escaped as \uXXXX. The result is the same JSON value, and
+// and bidirectional marks, spaces other than U+0020, private-use and
+// unassigned characters, variation selectors) escaped as \uXXXX. The result is the same JSON value, and
 // no order of keys, padding or invisible character can hide or disguise
 // a part of it: show a pending call's Input this way, whole.
 func CanonicalJSON(raw json.RawMessage) (json.RawMessage, error) {
@@ -131,7 +131,7 @@ func writeCanonicalString(b *bytes.Buffer, s string) {
 			b.WriteString(`\t`)
 		case r == '\r':
 			b.WriteString(`\r`)
-		case hidden(r):
+		case r < 0x20 || r == 0x7f || r >= 0x80 && (r == utf8.RuneError || spoof.Hidden(r)):
 			// (Runes past U+FFFF here are tag and private-use characters:
 			// as a surrogate pair, the way JSON writes them.)
 			for _, u := range utf16.Encode([]rune{r}) {
@@ -146,19 +146,4 @@ func writeCanonicalString(b *bytes.Buffer, s string) {
 		}
 	}
 	b.WriteByte('"')
-}
-
-// hidden reports whether r shows as something else than itself, or not
-// at all: controls, format characters (zero-width and bidirectional
-// marks among them), line and paragraph separators, spaces other than
-// U+0020, private-use characters and U+FFFD.
-func hidden(r rune) bool {
-	if r < 0x20 || r == 0x7f {
-		return true
-	}
-	if r < 0x80 {
-		return false
-	}
-	return r == utf8.RuneError || r != ' ' && unicode.Is(unicode.Zs, r) ||
-		unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Co)
 }

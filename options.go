@@ -181,7 +181,7 @@ type Options struct {
 
 	// TraceData puts what runs handle on their spans: the program text,
 	// each call's input and output, the result's value and the failure
-	// messages. False (the default) keeps spans to names, sizes, counts
+	// messages, each cut at MaxTraceDataBytes. False (the default) keeps spans to names, sizes, counts
 	// and outcomes, because these values are the users' data (and may
 	// hold secrets), and trace backends are seldom cleared to keep it.
 	TraceData bool

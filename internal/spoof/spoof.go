@@ -90,20 +90,20 @@ func segment(s string) (n int, bad bool) {
 		return n, true
 	}
 	for _, r := range part {
-		if hidden(r) {
+		if Hidden(r) {
 			return n, true
 		}
 	}
 	return n, !norm.NFKC.IsNormalString(part)
 }
 
-// hidden reports a character that shows as nothing, or as something it is
+// Hidden reports a character that shows as nothing, or as something it is
 // not: anything but letters, marks, numbers, punctuation, symbols and the
 // ASCII space (so every control, format, separator, private-use and
 // unassigned code point), and the default-ignorable characters Unicode
 // files under other categories (the Hangul fillers, the combining
 // grapheme joiner, variation selectors).
-func hidden(r rune) bool {
+func Hidden(r rune) bool {
 	return !unicode.IsPrint(r) ||
 		unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) ||
 		unicode.Is(unicode.Variation_Selector, r)
