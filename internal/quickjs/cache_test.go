@@ -25,7 +25,7 @@ var (
 // warmCache returns a cache directory holding the engine compiled and
 // signed under testCacheKey, and the path of its one entry. The first
 // call compiles; later ones copy that directory.
-func warmCache(t *testing.T) (dir, entry string) {
+func warmCache(t testing.TB) (dir, entry string) {
 	t.Helper()
 	if warm == "" {
 		d, err := os.MkdirTemp("", "codemode-warm-cache-")
@@ -309,5 +309,35 @@ func write(t *testing.T, path string, b []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BenchmarkCacheCheck is what a CacheDir adds to every NewEngine that
+// finds the engine compiled: checking the directories and the entry's MAC
+// (see RATIONALE.md, "Why is the compiled cache signed?").
+func BenchmarkCacheCheck(b *testing.B) {
+	dir, _ := warmCache(b)
+	sub, err := cacheSubdir(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := purgeCache(dir, sub, testCacheKey); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkNewEngineWarmCache is NewEngine with the engine compiled in
+// CacheDir, the check included: the start a new process pays.
+func BenchmarkNewEngineWarmCache(b *testing.B) {
+	dir, _ := warmCache(b)
+	wasm := testWasm(b)
+	for b.Loop() {
+		e, err := NewEngine(context.Background(), Config{Wasm: wasm, CacheDir: dir, CacheKey: testCacheKey})
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = e.Close(context.Background())
 	}
 }
