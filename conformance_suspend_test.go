@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	secretkey "github.com/codemode-go/codemode/internal/secret"
 )
 
 // TestConformanceSuspended runs every tool-using conformance case with its
@@ -229,6 +231,7 @@ func TestConformanceSuspendedAcrossProcesses(t *testing.T) {
 		return
 	}
 	cache := t.TempDir()
+	t.Setenv(secretkey.EnvConfigDir, t.TempDir()) // the steps' cache key
 	h := newConfHost(t)
 	n := 0
 	for _, c := range loadConformance(t) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/codemode-go/codemode/internal/engine"
 	"github.com/codemode-go/codemode/internal/quickjs"
+	"github.com/codemode-go/codemode/internal/sandbox"
 )
 
 // The conformance suite: language and contract cases whose expectations
@@ -153,7 +154,14 @@ func newConfHost(t *testing.T) *confHost {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := quickjs.NewEngine(ctx, quickjs.Config{Wasm: wasm, CacheDir: os.Getenv(confCacheEnv)})
+	cfg := quickjs.Config{Wasm: wasm, CacheDir: os.Getenv(confCacheEnv)}
+	if cfg.CacheDir != "" {
+		// The key the Runtime's engine signs the same directory with.
+		if cfg.CacheKey, _, err = sandbox.CacheKey(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e, err := quickjs.NewEngine(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

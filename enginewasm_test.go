@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/codemode-go/codemode/internal/engine"
+	secretkey "github.com/codemode-go/codemode/internal/secret"
 )
 
 // TestEngineWasm covers Options.EngineWasm: the host's bytes are used when
@@ -20,7 +21,8 @@ func TestEngineWasm(t *testing.T) {
 	}
 	bad := bytes.Clone(good)
 	bad[len(bad)/2] ^= 0xff
-	fresh := t.TempDir() // a CacheDir no engine was compiled for yet
+	t.Setenv(secretkey.EnvConfigDir, t.TempDir()) // where the CacheDir's key is made
+	fresh := t.TempDir()                          // a CacheDir no engine was compiled for yet
 	for _, tc := range []struct {
 		name     string
 		cacheDir string

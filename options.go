@@ -122,7 +122,14 @@ type Options struct {
 
 	// CacheDir keeps the engine's compiled code on disk so a new process
 	// starts in milliseconds instead of hundreds. Empty means compile in
-	// memory, once per process.
+	// memory, once per process. That code runs as machine code, so New
+	// refuses (on Unix) a directory, or anything in it, that another user
+	// owns or group or others can write, and loads only code signed with
+	// HMAC-SHA256 under the per-user key in the file cache.key of
+	// $CODEMODE_CONFIG_DIR (default os.UserConfigDir()/codemode), made on
+	// first use with mode 0600; unsigned or changed code is removed and
+	// compiled afresh. Without a configuration directory for the key,
+	// CacheDir is not used.
 	CacheDir string
 
 	// EngineWasm is the QuickJS-NG engine binary to use instead of

@@ -188,7 +188,9 @@ func TestOutOfTreeConsumer(t *testing.T) {
 			if tc.npm {
 				path = withNpm
 			}
-			env := append(base[:len(base):len(base)], "PATH="+path, EnvCacheDir+"="+cacheRoot)
+			// CODEMODE_CONFIG_DIR: the key that signs compiled code is
+			// made there, not in the real per-user directory.
+			env := append(base[:len(base):len(base)], "PATH="+path, EnvCacheDir+"="+cacheRoot, "CODEMODE_CONFIG_DIR="+filepath.Join(tmp, "config"))
 			if tc.envWasm != "" {
 				env = append(env, EnvWasm+"="+tc.envWasm)
 			}

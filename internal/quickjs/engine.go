@@ -27,8 +27,17 @@ type Config struct {
 
 	// CacheDir, when non-empty, keeps compiled machine code in that
 	// directory so later processes skip the ~200 ms compilation. Empty means
-	// an in-memory cache for this process only.
+	// an in-memory cache for this process only. NewEngine refuses a
+	// directory other users could write (see ErrUnsafeCache) and loads
+	// only entries CacheKey signed; it removes the others and compiles
+	// afresh.
 	CacheDir string
+
+	// CacheKey signs the entries NewEngine writes to CacheDir and checks
+	// those it finds there (HMAC-SHA256). It must be at least 32 bytes
+	// when CacheDir is set, and secret: whoever knows it can sign code
+	// the engine will run.
+	CacheKey []byte
 
 	// Stop selects how [Instance.Kill] and deadlines reach running guest
 	// code. The zero value, StopFuel, is the default and the only mode the
@@ -64,6 +73,7 @@ type Engine struct {
 	cfg      Config
 	runtime  wazero.Runtime
 	cache    wazero.CompilationCache
+	cacheSub string // wazero's directory in cfg.CacheDir, or ""
 	compiled wazero.CompiledModule
 	version  string
 
@@ -92,11 +102,23 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		pages = 65536
 	}
 	var cache wazero.CompilationCache
-	var err error
+	var sub string
 	if cfg.CacheDir != "" {
-		cache, err = wazero.NewCompilationCacheWithDir(cfg.CacheDir)
-		if err != nil {
+		if len(cfg.CacheKey) < 32 {
+			return nil, errors.New("quickjs: Config.CacheDir needs a CacheKey of at least 32 bytes")
+		}
+		var err error
+		if sub, err = cacheSubdir(cfg.CacheDir); err != nil {
+			return nil, err
+		}
+		// Making the cache reads no entry yet: wazero looks one up when
+		// CompileModule runs, after purgeCache.
+		if cache, err = wazero.NewCompilationCacheWithDir(cfg.CacheDir); err != nil {
 			return nil, fmt.Errorf("quickjs: compilation cache: %w", err)
+		}
+		if err := purgeCache(cfg.CacheDir, sub, cfg.CacheKey); err != nil {
+			_ = cache.Close(ctx)
+			return nil, err
 		}
 	} else {
 		cache = wazero.NewCompilationCache()
@@ -106,7 +128,7 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		WithMemoryLimitPages(uint32(pages)).
 		WithCloseOnContextDone(cfg.Stop == StopContextDone)
 	rt := wazero.NewRuntimeWithConfig(ctx, rcfg)
-	e := &Engine{cfg: cfg, runtime: rt, cache: cache}
+	e := &Engine{cfg: cfg, runtime: rt, cache: cache, cacheSub: sub}
 	if err := e.init(ctx); err != nil {
 		_ = rt.Close(ctx)
 		_ = cache.Close(ctx)
@@ -126,6 +148,11 @@ func (e *Engine) init(ctx context.Context) error {
 	compiled, err := e.runtime.CompileModule(ctx, bin)
 	if err != nil {
 		return fmt.Errorf("quickjs: compile: %w", err)
+	}
+	if e.cacheSub != "" {
+		if err := signCache(e.cacheSub, e.cfg.CacheKey); err != nil {
+			return err
+		}
 	}
 	if err := checkABI(compiled); err != nil {
 		return err

@@ -157,13 +157,13 @@ func TestPerInstanceClockAndRandom(t *testing.T) {
 
 func TestCompilationCacheDir(t *testing.T) {
 	dir := t.TempDir()
-	newTestEngine(t, Config{CacheDir: dir})
+	newTestEngine(t, Config{CacheDir: dir, CacheKey: testCacheKey})
 	entries, err := os.ReadDir(dir)
 	if err != nil || len(entries) == 0 {
 		t.Fatalf("cache dir is empty after compiling: %v", err)
 	}
 	// A second engine loads from the cache and works.
-	e := newTestEngine(t, Config{CacheDir: dir})
+	e := newTestEngine(t, Config{CacheDir: dir, CacheKey: testCacheKey})
 	in := newTestInstance(t, e, InstanceConfig{})
 	if got, _ := evalString(t, in, `"ok"`); got != "ok" {
 		t.Errorf("engine from cache: %q", got)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/codemode-go/codemode/internal/engine"
 	"github.com/codemode-go/codemode/internal/quickjs"
+	"github.com/codemode-go/codemode/internal/secret"
 )
 
 //go:embed prelude.js
@@ -52,7 +54,16 @@ const (
 type Options struct {
 	// CacheDir keeps compiled engine code on disk across processes. Empty
 	// means compile in memory once per Sandbox (a few hundred milliseconds).
+	// New refuses a directory other users could write, and loads only
+	// compiled code that CacheKey signed (HMAC-SHA256); it removes the rest
+	// and compiles afresh.
 	CacheDir string
+
+	// CacheKey signs and checks the compiled code in CacheDir. Nil means
+	// the per-user key [CacheKey] returns; when there is none (no
+	// configuration directory, or the key cannot be made there) CacheDir
+	// is not used, since the cache only saves time.
+	CacheKey []byte
 
 	// EngineWasm is the QuickJS-NG engine binary to use instead of
 	// resolving it; it must be the pinned build. Nil means resolve it, in
@@ -104,7 +115,20 @@ func New(ctx context.Context, opts Options) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := quickjs.NewEngine(ctx, quickjs.Config{Wasm: wasm, CacheDir: opts.CacheDir})
+	cfg := quickjs.Config{Wasm: wasm, CacheDir: opts.CacheDir, CacheKey: opts.CacheKey}
+	if cfg.CacheDir != "" && cfg.CacheKey == nil {
+		switch key, _, err := CacheKey(); {
+		case errors.Is(err, secret.ErrUnsafe):
+			// A key others could know signs nothing: say so rather than
+			// quietly run slower.
+			return nil, fmt.Errorf("sandbox: compilation cache: %w", err)
+		case err != nil:
+			cfg.CacheDir = ""
+		default:
+			cfg.CacheKey = key
+		}
+	}
+	e, err := quickjs.NewEngine(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -114,6 +138,22 @@ func New(ctx context.Context, opts Options) (*Sandbox, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// CacheKey returns the per-user key that signs compiled engine code when
+// Options.CacheKey is nil, and the file holding it: cache.key in
+// codemode's configuration directory ($CODEMODE_CONFIG_DIR, default
+// os.UserConfigDir()/codemode), made on first use. Its error wraps
+// secret.ErrUnsafe when the file exists but others could read or replace
+// it.
+func CacheKey() (key []byte, file string, err error) {
+	root, err := secret.Root()
+	if err != nil {
+		return nil, "", err
+	}
+	file = filepath.Join(root, "cache.key")
+	key, err = secret.Key(file, 32)
+	return key, file, err
 }
 
 func (s *Sandbox) compileScripts(ctx context.Context) error {

@@ -12,6 +12,9 @@ import (
 	"os/signal"
 
 	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/codemode-go/codemode/internal/quickjs"
+	"github.com/codemode-go/codemode/internal/sandbox"
+	"github.com/codemode-go/codemode/internal/secret"
 )
 
 var engineUsage = `Usage:
@@ -19,7 +22,10 @@ var engineUsage = `Usage:
                                    with npm, or copy FILE (quickjs.wasm, or the npm tarball
                                    quickjs-wasi-` + engine.PackageVersion + `.tgz) for hosts without a network
   codemode engine path             print where the engine resolves from: SOURCE<TAB>WHERE
-  codemode engine verify           check every engine binary present against the pinned hash
+  codemode engine verify [--cache-dir DIR]
+                                   check every engine binary present against the pinned hash,
+                                   and the compiled engine cache (DIR, default the one the
+                                   other commands use) against the per-user key that signs it
 
 The engine is QuickJS-NG from npm quickjs-wasi@` + engine.PackageVersion + `, SHA-256
 ` + engine.SHA256 + `.
@@ -27,7 +33,11 @@ It is resolved at run time, in order: the copy built in with -tags
 codemode_embed, the file $` + engine.EnvWasm + ` names, the per-user cache
 ($` + engine.EnvCacheDir + ` or the user cache directory, then
 codemode/engine/SHA256/quickjs.wasm), and npm pack when npm is on PATH,
-which fills the cache. None of these subcommands takes flags.
+which fills the cache. Compiled code is loaded from a cache directory
+only when it belongs to you, only you can write it, and the key in
+$` + secret.EnvConfigDir + `/cache.key (default the user config directory,
+then codemode/cache.key) signed it; verify reports each entry that is
+unsigned (it is compiled afresh) or fails its MAC.
 `
 
 func engineCmd(args []string, stdout, stderr io.Writer) int {
@@ -48,6 +58,10 @@ func engineCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("codemode engine "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, engineUsage) }
+	var cacheDir string
+	if name == "verify" {
+		fs.StringVar(&cacheDir, "cache-dir", defaultCacheDir(), "compiled engine cache to check")
+	}
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -72,7 +86,7 @@ func engineCmd(args []string, stdout, stderr io.Writer) int {
 	case "path":
 		return enginePath(stdout, fail)
 	}
-	return engineVerify(stdout, fail)
+	return engineVerify(cacheDir, stdout, fail)
 }
 
 // engineInstall writes the engine to the cache from FILE, or from npm when
@@ -148,8 +162,9 @@ func enginePath(stdout io.Writer, fail func(error) int) int {
 }
 
 // engineVerify hashes every engine binary present, one line each:
-// SOURCE<TAB>WHERE<TAB>SHA256<TAB>ok|MISMATCH (or the read error).
-func engineVerify(stdout io.Writer, fail func(error) int) int {
+// SOURCE<TAB>WHERE<TAB>SHA256<TAB>ok|MISMATCH (or the read error); then
+// checks the compiled code in cacheDir (see verifyCompiled).
+func engineVerify(cacheDir string, stdout io.Writer, fail func(error) int) int {
 	f := engine.DefaultFinder()
 	fmt.Fprintf(stdout, "pinned\tquickjs-wasi@%s\t%s\n", engine.PackageVersion, engine.SHA256)
 	present, bad := 0, 0
@@ -180,11 +195,63 @@ func engineVerify(stdout io.Writer, fail func(error) int) int {
 			report(engine.Cache, path, b, err)
 		}
 	}
+	var errs []error
 	switch {
 	case present == 0:
-		return fail(errors.New("no engine binary present; run: codemode engine install"))
+		errs = append(errs, errors.New("no engine binary present; run: codemode engine install"))
 	case bad > 0:
-		return fail(fmt.Errorf("%d of %d engine binaries are not the pinned build", bad, present))
+		errs = append(errs, fmt.Errorf("%d of %d engine binaries are not the pinned build", bad, present))
+	}
+	if cacheDir != "" {
+		if err := verifyCompiled(cacheDir, stdout); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fail(errors.Join(errs...))
 	}
 	return exitOK
+}
+
+// verifyCompiled checks the compiled engine cache dir as a run would
+// before loading from it, one line per entry:
+// compiled<TAB>PATH<TAB>-<TAB>ok|UNSIGNED|MISMATCH (or the problem). An
+// unsigned entry is not an error: a run never loads it, but compiles the
+// engine afresh in its place.
+func verifyCompiled(dir string, stdout io.Writer) error {
+	key, file, err := sandbox.CacheKey()
+	switch {
+	case errors.Is(err, secret.ErrUnsafe):
+		fmt.Fprintf(stdout, "compiled\t%s\t-\t%v\n", dir, err)
+		return fmt.Errorf("the key that signs compiled code is unsafe: %w", err)
+	case err != nil:
+		// Runs then compile in memory and never read dir.
+		fmt.Fprintf(stdout, "compiled\t%s\t-\tnot used: no key (%v)\n", dir, err)
+		return nil
+	}
+	entries, err := quickjs.CheckCache(dir, key)
+	if err != nil {
+		fmt.Fprintf(stdout, "compiled\t%s\t-\t%v\n", dir, err)
+		return fmt.Errorf("compiled engine cache %s: %w", dir, err)
+	}
+	bad := 0
+	for _, e := range entries {
+		status := "ok"
+		switch {
+		case e.Err == nil:
+		case errors.Is(e.Err, quickjs.ErrCacheUnsigned):
+			status = "UNSIGNED"
+		case errors.Is(e.Err, quickjs.ErrCacheMismatch):
+			bad++
+			status = "MISMATCH"
+		default:
+			bad++
+			status = e.Err.Error()
+		}
+		fmt.Fprintf(stdout, "compiled\t%s\t-\t%s\n", e.Path, status)
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d of %d compiled engine cache entries fail their check against the key in %s (changed since they were signed, or signed with another key); the next run removes and recompiles what it can", bad, len(entries), file)
+	}
+	return nil
 }

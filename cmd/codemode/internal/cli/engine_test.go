@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/codemode-go/codemode/internal/quickjs"
+	"github.com/codemode-go/codemode/internal/sandbox"
 )
 
 // engineEnv points the engine's environment at fresh directories: an empty
@@ -221,4 +223,94 @@ func TestEngineVerify(t *testing.T) {
 			t.Errorf("exit %d, stderr %q; want %d and the install command", code, errs, exitFailure)
 		}
 	})
+}
+
+// TestEngineVerifyCompiled covers the compiled engine cache: each entry is
+// reported, and one that fails its MAC, or a directory others can write,
+// fails verify.
+func TestEngineVerifyCompiled(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		flag   bool // check a directory given by --cache-dir, not the default
+		unix   bool // the check exists on Unix only
+		change func(t *testing.T, dir, entry string)
+		exit   int
+		status string // the entry's line ends with it
+	}{
+		{name: "clean", status: "ok"},
+		{name: "clean, --cache-dir", flag: true, status: "ok"},
+		{name: "tampered", change: func(t *testing.T, _, entry string) { put(t, entry, flip(read(t, entry))) },
+			exit: exitFailure, status: "MISMATCH"},
+		{name: "tampered, --cache-dir", flag: true, change: func(t *testing.T, _, entry string) { put(t, entry, flip(read(t, entry))) },
+			exit: exitFailure, status: "MISMATCH"},
+		{name: "whole file replaced", change: func(t *testing.T, _, entry string) { put(t, entry, make([]byte, len(read(t, entry)))) },
+			exit: exitFailure, status: "MISMATCH"},
+		// A run would compile it afresh rather than load it.
+		{name: "unsigned", change: func(t *testing.T, _, entry string) {
+			if err := os.Remove(entry + ".hmac"); err != nil {
+				t.Fatal(err)
+			}
+		}, status: "UNSIGNED"},
+		{name: "directory writable by others", unix: true, change: func(t *testing.T, dir, _ string) {
+			if err := os.Chmod(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+		}, exit: exitFailure},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.unix && runtime.GOOS == "windows" {
+				t.Skip("Windows keeps who may write a file in its ACL, not its mode bits")
+			}
+			root, good := engineEnv(t, t.TempDir())
+			dir := defaultCacheDir()
+			if tc.flag {
+				dir = filepath.Join(t.TempDir(), "compiled")
+			}
+			s, err := sandbox.New(context.Background(), sandbox.Options{CacheDir: dir, EngineWasm: good})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = s.Close()
+			put(t, engine.CachePath(root), good) // so a binary is present without the built-in one
+			key, _, err := sandbox.CacheKey()
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries, err := quickjs.CheckCache(dir, key)
+			if err != nil || len(entries) != 1 {
+				t.Fatalf("compiled cache: %+v, %v; want one entry", entries, err)
+			}
+			entry := entries[0].Path
+			if tc.change != nil {
+				tc.change(t, dir, entry)
+			}
+			args := []string{"engine", "verify"}
+			if tc.flag {
+				args = append(args, "--cache-dir", dir)
+			}
+			code, out, errs := runCLI(t, "", args...)
+			if code != tc.exit {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.exit, out, errs)
+			}
+			want := "compiled\t" + entry + "\t-\t" + tc.status + "\n"
+			if tc.status == "" {
+				want = "compiled\t" + dir + "\t-\t" // the directory's problem
+			}
+			if !strings.Contains(out, want) {
+				t.Errorf("stdout %q, want it to contain %q", out, want)
+			}
+			if code != exitOK && !strings.Contains(errs, dir) && !strings.Contains(errs, "cache.key") {
+				t.Errorf("stderr %q names neither the cache nor the key", errs)
+			}
+		})
+	}
+}
+
+func read(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -9,8 +9,8 @@ import (
 )
 
 // TestMain keeps the tests, and the processes they start, out of the
-// user's configuration directory: keys and run records go to a directory
-// of their own.
+// user's configuration directory: the state key, run records and the key
+// that signs compiled engine code go to a directory of their own.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "codemode-config-")
 	if err != nil {
