@@ -180,11 +180,19 @@ func TestCloseWaitsForRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
+	started := make(chan struct{})
+	ns := Namespace{Name: "api", Members: [][]string{{"started"}}, Admit: func(Call) (Work, error) {
+		close(started)
+		return func(context.Context) (json.RawMessage, error) { return json.RawMessage("null"), nil }, nil
+	}}
 	go func() {
 		defer close(done)
-		_, _ = s.Run(context.Background(), Request{Program: "new Promise((r) => setTimeout(r, 200))"})
+		_, _ = s.Run(context.Background(), Request{Bindings: []Namespace{ns},
+			Program: `(async () => { await api.started({}); await new Promise((r) => setTimeout(r, 200)) })()`})
 	}()
-	time.Sleep(50 * time.Millisecond)
+	// The run is in flight once its program runs: however long the
+	// engine took to start it on a loaded machine.
+	<-started
 	start := time.Now()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
