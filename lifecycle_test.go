@@ -85,6 +85,11 @@ func TestNoHookAfterExecute(t *testing.T) {
 					t.Errorf("an abandoned call reported ok: %v", outcomes)
 				}
 			}
+			if !found && len(outcomes) == 0 && len(res.ToolCalls) > 0 && res.ToolCalls[0].Outcome == tc.want {
+				// On a loaded machine the run can end before the call
+				// starts: no hook runs, and the audit says so.
+				found = true
+			}
 			if !found {
 				t.Errorf("outcomes %v, want one %s (result %s)", outcomes, tc.want, resultJSON(res))
 			}
