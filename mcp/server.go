@@ -273,20 +273,11 @@ func (s *Server) session(id string) *mcpsdk.ServerSession {
 func (s *Server) track(session string, cancel *context.CancelFunc) (untrack func()) {
 	s.runsMu.Lock()
 	defer s.runsMu.Unlock()
-	if s.runs == nil {
-		s.runs = map[string]map[*context.CancelFunc]struct{}{}
-	}
-	if s.runs[session] == nil {
-		s.runs[session] = map[*context.CancelFunc]struct{}{}
-	}
-	s.runs[session][cancel] = struct{}{}
+	putNested(&s.runs, session, cancel, struct{}{})
 	return func() {
 		s.runsMu.Lock()
 		defer s.runsMu.Unlock()
-		delete(s.runs[session], cancel)
-		if len(s.runs[session]) == 0 {
-			delete(s.runs, session)
-		}
+		deleteNested(s.runs, session, cancel)
 	}
 }
 
@@ -360,22 +351,13 @@ func (s *Server) watch(ss *mcpsdk.ServerSession) {
 func (s *Server) trackParked(session, runID string) {
 	s.runsMu.Lock()
 	defer s.runsMu.Unlock()
-	if s.parked == nil {
-		s.parked = map[string]map[string]bool{}
-	}
-	if s.parked[session] == nil {
-		s.parked[session] = map[string]bool{}
-	}
-	s.parked[session][runID] = true
+	putNested(&s.parked, session, runID, true)
 }
 
 func (s *Server) untrackParked(session, runID string) {
 	s.runsMu.Lock()
 	defer s.runsMu.Unlock()
-	delete(s.parked[session], runID)
-	if len(s.parked[session]) == 0 {
-		delete(s.parked, session)
-	}
+	deleteNested(s.parked, session, runID)
 }
 
 // trackCell registers a cell under its session, so that the session
@@ -386,21 +368,31 @@ func (s *Server) trackCell(session, id string, rt *codemode.Runtime) {
 	}
 	s.runsMu.Lock()
 	defer s.runsMu.Unlock()
-	if s.cells == nil {
-		s.cells = map[string]map[string]*codemode.Runtime{}
-	}
-	if s.cells[session] == nil {
-		s.cells[session] = map[string]*codemode.Runtime{}
-	}
-	s.cells[session][id] = rt
+	putNested(&s.cells, session, id, rt)
 }
 
 func (s *Server) untrackCell(session, id string) {
 	s.runsMu.Lock()
 	defer s.runsMu.Unlock()
-	delete(s.cells[session], id)
-	if len(s.cells[session]) == 0 {
-		delete(s.cells, session)
+	deleteNested(s.cells, session, id)
+}
+
+// putNested sets m[a][b], making the maps it needs.
+func putNested[A, B comparable, V any](m *map[A]map[B]V, a A, b B, v V) {
+	if *m == nil {
+		*m = map[A]map[B]V{}
+	}
+	if (*m)[a] == nil {
+		(*m)[a] = map[B]V{}
+	}
+	(*m)[a][b] = v
+}
+
+// deleteNested deletes m[a][b], and m[a] when it is left empty.
+func deleteNested[A, B comparable, V any](m map[A]map[B]V, a A, b B) {
+	delete(m[a], b)
+	if len(m[a]) == 0 {
+		delete(m, a)
 	}
 }
 
