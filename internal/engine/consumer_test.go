@@ -23,6 +23,7 @@ import (
 	"os"
 
 	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/store"
 )
 
 func main() {
@@ -62,6 +63,35 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println("resumed", string(res.Value))
+
+	// Each step once, over a run store in a directory; a policy judges
+	// the calls inside a transaction too.
+	dir, _ := os.MkdirTemp("", "consumer-runs-")
+	defer os.RemoveAll(dir)
+	runs, err := store.OpenDirRuns(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	rules, err := codemode.ParseRules("calc.double=ask,default=deny")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	third, _ := codemode.New(codemode.Options{Tools: tools, StateKey: key, Policy: rules.Policy()})
+	defer third.Close()
+	steps := codemode.Steps{Runtime: third, Runs: runs}
+	_, s, err = steps.Start(context.Background(), "await tools.$codemode.begin({ touches: [\"calc.double\"] }); return await tools.calc.double({ n: 2 })")
+	for s != nil && err == nil {
+		res, s, err = steps.Resume(context.Background(), s.State, func(ctx context.Context, s *codemode.Suspended) ([]codemode.CallResult, error) {
+			return []codemode.CallResult{third.Call(ctx, s.Pending[0])}, nil
+		})
+	}
+	if err != nil || !res.OK {
+		fmt.Fprintln(os.Stderr, "steps:", err, res.Error)
+		os.Exit(1)
+	}
+	fmt.Println("once", string(res.Value))
 }
 `
 
@@ -154,18 +184,18 @@ func TestOutOfTreeConsumer(t *testing.T) {
 		filled   bool     // the cache holds the engine afterwards
 	}{
 		{name: "npm fills an empty cache", bin: "consumer", npm: true,
-			wantOut: "2\nresumed 42", filled: true},
+			wantOut: "2\nresumed 42\nonce 4", filled: true},
 		{name: "no npm, empty cache", bin: "consumer", wantExit: 1,
 			wantErr: []string{"no usable QuickJS-NG engine binary", "npm is not on PATH", EnvWasm,
 				"go run github.com/codemode-go/codemode/cmd/codemode@latest engine install"}},
 		{name: "corrupt cache, npm replaces it", bin: "consumer", npm: true, cache: bad,
-			wantOut: "2\nresumed 42", filled: true},
+			wantOut: "2\nresumed 42\nonce 4", filled: true},
 		{name: "corrupt cache, no npm", bin: "consumer", cache: bad, wantExit: 1,
 			wantErr: []string{"is not the pinned engine build", Sum(bad), "engine install"}},
 		{name: "filled cache, no npm", bin: "consumer", cache: good,
-			wantOut: "2\nresumed 42", filled: true},
+			wantOut: "2\nresumed 42\nonce 4", filled: true},
 		{name: "CODEMODE_ENGINE_WASM, no npm", bin: "consumer", envWasm: goodFile,
-			wantOut: "2\nresumed 42"},
+			wantOut: "2\nresumed 42\nonce 4"},
 		{name: "engine path from the cache", bin: "codemode", args: []string{"engine", "path"}, cache: good,
 			wantOut: "cache\t"},
 		{name: "engine path without any", bin: "codemode", args: []string{"engine", "path"}, wantExit: 1,
