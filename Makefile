@@ -115,6 +115,7 @@ fuzz: wasm specs
 	go test $(TAGS) $(FUZZFLAGS) -fuzz '^FuzzExecute$$' .
 	go test $(TAGS) $(FUZZFLAGS) -fuzz '^FuzzCheck$$' ./internal/typescript
 	go test $(TAGS) $(FUZZFLAGS) -fuzz '^FuzzDataBoundary$$' .
+	go test $(TAGS) $(FUZZFLAGS) -fuzz '^FuzzCanonicalJSON$$' .
 	go test $(TAGS) $(FUZZFLAGS) -fuzz '^FuzzCheckData$$' ./internal/sandbox
 	go test $(TAGS) $(FUZZFLAGS) -fuzz '^FuzzType$$' ./internal/tsgen
 	go test $(TAGS) $(FUZZFLAGS) -fuzz '^FuzzFromSpec$$' ./openapi

@@ -54,6 +54,20 @@ func BenchmarkToolCall(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*calls), "ns/call")
 }
 
+// BenchmarkToolCallPolicy is BenchmarkToolCall with a policy judging
+// every call: what rules and the canonical input a policy sees add.
+func BenchmarkToolCallPolicy(b *testing.B) {
+	noop := Tool{Run: func(context.Context, json.RawMessage) (any, error) { return json.RawMessage(`{"ok":true}`), nil }}
+	rt := benchRuntime(b, Options{Tools: Tools{"ns": Tools{"noop": noop}},
+		Policy: Rules{Default: Allow, Tools: map[string]Verdict{"ns.*": Allow, "other.*": Deny}}.Policy()})
+	const calls = 1000
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		benchExecute(b, rt, `for (let i = 0; i < 1000; i++) await tools.ns.noop({ i, name: "order " + i, tags: ["a", "b"] }); return 1`)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*calls), "ns/call")
+}
+
 // BenchmarkParallelCalls runs 1,000 calls of a 1 ms tool at the default
 // cap of 8; ideal is 125 ms.
 func BenchmarkParallelCalls(b *testing.B) {

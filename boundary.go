@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -60,6 +61,15 @@ func validateOutput(schema *jsonschema.Resolved, raw json.RawMessage) error {
 // no order of keys, padding or invisible character can hide or disguise
 // a part of it: show a pending call's Input this way, whole.
 func CanonicalJSON(raw json.RawMessage) (json.RawMessage, error) {
+	if canonicalAlready(raw) {
+		// What JSON.stringify writes mostly is: no need to decode it.
+		return bytes.Clone(raw), nil
+	}
+	return canonicalSlow(raw)
+}
+
+// canonicalSlow is CanonicalJSON by decoding and writing again.
+func canonicalSlow(raw json.RawMessage) (json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
@@ -146,4 +156,83 @@ func writeCanonicalString(b *bytes.Buffer, s string) {
 		}
 	}
 	b.WriteByte('"')
+}
+
+// canonicalAlready reports whether raw is valid JSON written exactly as
+// CanonicalJSON writes it: no whitespace, the keys of every object in
+// increasing order, and no character or escape it would write otherwise.
+// It says false when it cannot tell cheaply (a key with an escape in it).
+func canonicalAlready(raw []byte) bool {
+	if !json.Valid(raw) {
+		return false
+	}
+	// Per open object: the last key seen, nil before the first.
+	var keys [][]byte
+	var objects []bool // per open container: whether it is an object
+	expectKey := false
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; c {
+		case ' ', '\t', '\n', '\r':
+			return false
+		case '{':
+			objects = append(objects, true)
+			keys = append(keys, nil)
+			expectKey = true
+		case '[':
+			objects = append(objects, false)
+		case '}':
+			objects = objects[:len(objects)-1]
+			keys = keys[:len(keys)-1]
+		case ']':
+			objects = objects[:len(objects)-1]
+		case ',':
+			expectKey = len(objects) > 0 && objects[len(objects)-1]
+		case '"':
+			end, escaped, ok := scanCanonicalString(raw, i)
+			if !ok {
+				return false
+			}
+			if expectKey {
+				key := raw[i+1 : end]
+				last := &keys[len(keys)-1]
+				if escaped || (*last != nil && bytes.Compare(*last, key) >= 0) {
+					return false
+				}
+				*last = key
+				expectKey = false
+			}
+			i = end
+		}
+	}
+	return true
+}
+
+// scanCanonicalString checks the string starting at raw[start] (a quote)
+// and returns the index of its closing quote; escaped reports a backslash
+// in it. ok is false for anything CanonicalJSON would write otherwise.
+func scanCanonicalString(raw []byte, start int) (end int, escaped, ok bool) {
+	for i := start + 1; i < len(raw); {
+		c := raw[i]
+		switch {
+		case c == '"':
+			return i, escaped, true
+		case c == '\\':
+			if i+1 >= len(raw) || !strings.ContainsRune(`"\\ntr`, rune(raw[i+1])) {
+				return 0, false, false
+			}
+			escaped = true
+			i += 2
+		case c < 0x20 || c == 0x7f:
+			return 0, false, false
+		case c < 0x80:
+			i++
+		default:
+			r, size := utf8.DecodeRune(raw[i:])
+			if r == utf8.RuneError || spoof.Hidden(r) {
+				return 0, false, false
+			}
+			i += size
+		}
+	}
+	return 0, false, false
 }

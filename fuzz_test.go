@@ -141,3 +141,48 @@ func jsonNumbersEqual(a, b any) bool {
 	}
 	return reflect.DeepEqual(a, b)
 }
+
+// FuzzCanonicalJSON: canonical JSON is the same value as its input, is
+// its own canonical form, and the shortcut for input that is canonical
+// already agrees with writing it out.
+func FuzzCanonicalJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"a":1,"b":[1,2,{"d":null,"c":true}]}`, `{"b":1,"a":2}`, `{"a":1,"a":2}`, `"x\u202ey"`, `"\ud800"`,
+		`{"\n":1,"a":2}`, `{"a\"b":1,"a":2}`, `[1e400,-0,0.1,12345678901234567890]`, `{"é":1,"z":2}`, `"\b\f/"`,
+		`{ "a" : 1 }`, `"\u00e9"`, `"é"`, `"️"`, `{"":1,"a":{}}`, `[[],[{}]]`, `{"a":"\t\r\n\\\""}`, `1`, ``, `{`, `[1,]`,
+	} {
+		f.Add([]byte(s))
+	}
+	decode := func(b []byte) (any, error) {
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.UseNumber()
+		var v any
+		err := dec.Decode(&v)
+		return v, err
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		c, err := CanonicalJSON(in)
+		if err != nil {
+			return
+		}
+		if !json.Valid(c) {
+			t.Fatalf("%q → invalid %q", in, c)
+		}
+		a, _ := decode(in)
+		b, err := decode(c)
+		if err != nil || !reflect.DeepEqual(a, b) {
+			t.Fatalf("%q → %q: another value (%v)", in, c, err)
+		}
+		if again, err := CanonicalJSON(c); err != nil || string(again) != string(c) {
+			t.Fatalf("%q → %q → %q: not a fixed point", in, c, again)
+		}
+		if canonicalAlready(in) {
+			if slow, _ := canonicalSlow(in); string(slow) != string(in) {
+				t.Fatalf("%q taken as canonical, but written %q", in, slow)
+			}
+		}
+		if slow, _ := canonicalSlow(in); string(slow) != string(c) {
+			t.Fatalf("%q: the shortcut gives %q, writing it out %q", in, c, slow)
+		}
+	})
+}
