@@ -31,11 +31,15 @@ type execution struct {
 	// ctx is the run's; runID and session identify it to policies.
 	ctx            context.Context
 	runID, session string
-	// grace ends CompensationGrace after the run does (see endGrace): it
-	// bounds waiting for a transaction's calls and undoing it.
-	grace     context.Context
-	endGrace  func()
-	graceOnce sync.Once
+	// grace ends CompensationGrace after the run does (endGrace starts
+	// the clock), or once nothing needs it (dropGrace): it bounds waiting
+	// for a transaction's calls.
+	grace       context.Context
+	endGrace    func()
+	dropGrace   func()
+	graceOnce   sync.Once
+	graceCancel context.CancelFunc
+	graceTimer  *time.Timer
 
 	// tx is the open transaction, if any; rolledBack are the ids of
 	// transactions rolled back (for held calls answered later). settling
@@ -144,10 +148,22 @@ func (rt *Runtime) newExecution(ctx context.Context, src *source, lim limits, ho
 	if hold {
 		ex.held = map[int]heldCall{}
 	}
-	grace, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	ex.grace = grace
+	ex.grace, ex.graceCancel = context.WithCancel(context.WithoutCancel(ctx))
 	ex.endGrace = func() {
-		ex.graceOnce.Do(func() { time.AfterFunc(rt.opts.CompensationGrace, cancel) })
+		ex.graceOnce.Do(func() {
+			t := time.AfterFunc(rt.opts.CompensationGrace, ex.graceCancel)
+			ex.mu.Lock()
+			ex.graceTimer = t
+			ex.mu.Unlock()
+		})
+	}
+	ex.dropGrace = func() {
+		ex.graceCancel()
+		ex.mu.Lock()
+		if ex.graceTimer != nil {
+			ex.graceTimer.Stop()
+		}
+		ex.mu.Unlock()
 	}
 	if hold || rt.opts.Policy != nil {
 		ex.runID = newRunID()
@@ -440,6 +456,7 @@ func (ex *execution) result(sr sandbox.Result) Result {
 		res.Error = ex.diagnose(f)
 	}
 	ex.endTx(&res)
+	ex.dropGrace()
 	logs := make([]string, len(sr.Logs))
 	for i, l := range sr.Logs {
 		logs[i] = l.Text

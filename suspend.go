@@ -403,7 +403,7 @@ func (rt *Runtime) step(ctx, runCtx context.Context, ex *execution, sr sandbox.R
 	h.Tx = ex.tx
 	h.RolledBack = slices.Clone(ex.rolledBack)
 	ex.mu.Unlock()
-	ex.endGrace()
+	ex.dropGrace() // nothing of the run is running
 	h.Engine, h.Tools = engine.SHA256, rt.treeSum()
 	h.Step++
 	h.Limits = ex.lim
