@@ -23,14 +23,8 @@ import (
 
 // admitted is a call that passed the checks, with what it needs to run.
 type admitted struct {
-	index int
-	name  string
-	path  []string
-	input json.RawMessage // the program's: what the tool gets
-	// shown is input as a policy and a person see it: canonical JSON,
-	// the same value written one way only (nil when nobody judges).
-	shown json.RawMessage
-	run   func(context.Context, json.RawMessage) (any, error)
+	Call
+	run func(context.Context, json.RawMessage) (any, error)
 	// output validates a host tool's result when the tool asks for it.
 	output *jsonschema.Resolved
 	// host: a tool of the host's, not a built-in.
@@ -51,61 +45,52 @@ func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
 	if err := ex.checkCallLimit(c.Path); err != nil {
 		return nil, err
 	}
-	a := &admitted{path: c.Path, input: c.Input, host: entry != nil}
+	a := &admitted{Call: Call{Path: c.Path, Input: c.Input, RunID: ex.runID, Session: ex.session}, host: entry != nil}
 	var touches []string
 	switch {
 	case builtin == "search":
 		if err := validateSearch(c.Input); err != nil {
 			return nil, invalidInput(c.Path, err)
 		}
-		a.name, a.run = SearchNamespace+".search", ex.rt.searchTool
+		a.Name, a.run = BuiltinNamespace+".search", ex.rt.searchTool
 	case builtin == "begin" || builtin == "commit" || builtin == "rollback":
 		if builtin == "begin" {
 			if touches, err = ex.rt.parseTouches(c.Input); err != nil {
 				return nil, invalidInput(c.Path, err)
 			}
 		}
-		a.name, a.free = SearchNamespace+"."+builtin, true
+		a.Name, a.free = BuiltinNamespace+"."+builtin, true
 	case builtin != "":
-		a.name, a.run = SearchNamespace+"."+builtin, ex.rt.stateTool(builtin, ex.session)
+		a.Name, a.run = BuiltinNamespace+"."+builtin, ex.rt.stateTool(builtin, ex.session)
 	default:
 		if err := validateInput(entry, c); err != nil {
 			return nil, err
 		}
-		a.name, a.run, a.output = entry.name, entry.tool.Run, entry.output
+		a.Name, a.Annotations, a.run, a.output = entry.name, entry.tool.Annotations, entry.tool.Run, entry.output
 	}
-	judged := ex.rt.opts.Policy != nil || ex.hold
-	if judged && (a.host || builtin == "begin") {
-		// Whoever judges the call sees the value that runs, written one
-		// way only: no order of keys or invisible character can hide a
-		// part of it.
-		if a.shown, err = CanonicalJSON(c.Input); err != nil {
-			return nil, invalidInput(c.Path, fmt.Errorf("it is not JSON: %w", err))
-		}
-	}
-	if a.index, err = ex.reserve(a); err != nil {
+	if a.Index, err = ex.reserve(a); err != nil {
 		return nil, err
 	}
 	if builtin == "begin" || builtin == "commit" || builtin == "rollback" {
-		a.run = ex.txTool(builtin, a.index)
+		a.run = ex.txTool(builtin, a.Index)
 	}
 	d := Decision{Verdict: Allow}
 	switch {
 	case builtin == "begin":
 		d = ex.judgeBegin(a, touches)
 	case a.host:
-		if a.tx, err = ex.txFor(a.name, a.path); err != nil {
-			ex.deny(a.index, len(a.input))
+		if a.tx, err = ex.txFor(a.Name, a.Path); err != nil {
+			ex.deny(a.Index, len(a.Input))
 			return nil, &sandbox.CallError{Kind: string(ToolFailure), Message: err.Error()}
 		}
-		d = ex.judge(ex.callRequest(a, entry))
+		d = ex.judge(a.Call)
 	}
-	return ex.decided(c.ID, a, entry, d)
+	return ex.decided(c.ID, a, d)
 }
 
 // target finds what a call calls: a built-in (its name) or a host tool.
 func (ex *execution) target(c sandbox.Call) (builtin string, entry *toolEntry, err error) {
-	if len(c.Path) == 2 && c.Path[0] == SearchNamespace && ex.rt.builtin(c.Path[1]) {
+	if len(c.Path) == 2 && c.Path[0] == BuiltinNamespace && ex.rt.builtin(c.Path[1]) {
 		return c.Path[1], nil, nil
 	}
 	key := c.Key
@@ -154,34 +139,24 @@ func validateInput(entry *toolEntry, c sandbox.Call) error {
 func (ex *execution) reserve(a *admitted) (int, error) {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
-	if ex.pending >= maxPendingCalls || int64(ex.pendingBytes+len(a.input)) > ex.lim.MaxMemoryBytes {
+	if ex.pending >= maxPendingCalls || int64(ex.pendingBytes+len(a.Input)) > ex.lim.MaxMemoryBytes {
 		return 0, &sandbox.CallError{Kind: string(ToolCallLimitExceeded),
 			Message: fmt.Sprintf("%s was not called: %d calls with %d bytes of input are already waiting or running, and a run may have at most %d calls and %d bytes of input under way; await calls before starting more",
-				jsPath(a.path), ex.pending, ex.pendingBytes, maxPendingCalls, ex.lim.MaxMemoryBytes)}
+				jsPath(a.Path), ex.pending, ex.pendingBytes, maxPendingCalls, ex.lim.MaxMemoryBytes)}
 	}
 	ex.pending++
-	ex.pendingBytes += len(a.input)
+	ex.pendingBytes += len(a.Input)
 	index := ex.admitted
 	ex.admitted++
 	if !ex.frozen {
-		ex.calls = append(ex.calls, ToolCall{Name: a.name})
+		ex.calls = append(ex.calls, ToolCall{Name: a.Name})
 	}
 	return index, nil
 }
 
-// request describes a call to the policy and to whoever approves it.
-func (ex *execution) callRequest(a *admitted, entry *toolEntry) CallRequest {
-	req := CallRequest{Name: a.name, Path: a.path, Input: a.shown, Index: a.index,
-		RunID: ex.runID, Session: ex.session, Source: CallSource}
-	if entry != nil {
-		req.Annotations = entry.tool.Annotations
-	}
-	return req
-}
-
 // judge asks the policy about a call of a host tool. Without a policy, a
 // suspendable run holds every call and Execute runs it.
-func (ex *execution) judge(req CallRequest) Decision {
+func (ex *execution) judge(req Call) Decision {
 	switch {
 	case ex.rt.opts.Policy != nil:
 		return ex.rt.decide(ex.ctx, req)
@@ -192,7 +167,7 @@ func (ex *execution) judge(req CallRequest) Decision {
 }
 
 // judgeBegin judges a transaction's begin by the tools it declares: the
-// policy is asked about each (CallRequest.Declared, with no input, since
+// policy is asked about each (Call.Declared, with no input, since
 // the calls are not made yet). One denied tool denies the begin; else one
 // asked about makes the begin a question naming every tool with its
 // annotations. The calls themselves are still judged one by one when
@@ -205,8 +180,8 @@ func (ex *execution) judgeBegin(a *admitted, touches []string) Decision {
 	var asks, lines []string
 	for _, name := range touches {
 		e := ex.rt.byName[name]
-		req := CallRequest{Name: e.name, Path: e.path, Annotations: e.tool.Annotations, Index: a.index,
-			RunID: ex.runID, Session: ex.session, Source: CallSource, Declared: true}
+		req := Call{Index: a.Index, Name: e.name, Path: e.path, Annotations: e.tool.Annotations,
+			RunID: ex.runID, Session: ex.session, Declared: true}
 		d := ex.rt.decide(ex.ctx, req)
 		line := "- " + jsPath(e.path) + annotationNote(e.tool.Annotations)
 		switch d.Verdict {
@@ -247,18 +222,21 @@ func annotationNote(a *Annotations) string {
 
 // decided turns a decision about an admitted call into what the sandbox
 // does with it: an error, a held call, or work.
-func (ex *execution) decided(id int, a *admitted, entry *toolEntry, d Decision) (sandbox.Work, error) {
-	if d.Verdict == Ask && d.Reason != "" && len(a.shown) > ex.rt.opts.MaxAskInputBytes {
-		d = Decision{Verdict: Deny, Reason: fmt.Sprintf("its input is %d bytes of JSON, more than the %d a person can be asked to approve; pass less",
-			len(a.shown), ex.rt.opts.MaxAskInputBytes)}
+func (ex *execution) decided(id int, a *admitted, d Decision) (sandbox.Work, error) {
+	if d.Verdict == Ask && d.Reason != "" {
+		// Whoever approves sees all of the input, or nothing.
+		if n := len(a.Shown()); n > ex.rt.opts.MaxAskInputBytes {
+			d = Decision{Verdict: Deny, Reason: fmt.Sprintf("its input is %d bytes of JSON, more than the %d a person can be asked to approve; pass less",
+				n, ex.rt.opts.MaxAskInputBytes)}
+		}
 	}
 	switch {
 	case d.Verdict == Deny:
-		ex.deny(a.index, len(a.input))
-		return nil, deniedError(a.path, d.Reason)
+		ex.deny(a.Index, len(a.Input))
+		return nil, deniedError(a.Path, d.Reason)
 	case d.Verdict == Ask && ex.hold:
 		ex.mu.Lock()
-		ex.held[id] = heldCall{index: a.index, input: a.input, reason: d.Reason, tx: txID(a.tx)}
+		ex.held[id] = heldCall{index: a.Index, input: a.Input, reason: d.Reason, tx: txID(a.tx)}
 		ex.mu.Unlock()
 		return nil, sandbox.ErrHold
 	}
@@ -268,15 +246,15 @@ func (ex *execution) decided(id int, a *admitted, entry *toolEntry, d Decision) 
 		slot = ex.limiter.enqueue()
 	}
 	return func(ctx context.Context) (json.RawMessage, error) {
-		defer ex.finished(len(a.input))
+		defer ex.finished(len(a.Input))
 		defer ex.endTxCall(a.tx)
 		if d.Verdict == Ask {
 			// Options.Approve decides on the call's goroutine, so a person
 			// may take their time (within the run's); the call takes its
 			// place in the concurrency queue once approved.
-			if ans := ex.rt.approve(ctx, ex.callRequest(a, entry), d.Reason); ans.Verdict != Allow {
-				ex.deny(a.index, 0)
-				return nil, deniedError(a.path, ans.Reason)
+			if ans := ex.rt.approve(ctx, a.Call, d.Reason); ans.Verdict != Allow {
+				ex.deny(a.Index, 0)
+				return nil, deniedError(a.Path, ans.Reason)
 			}
 			if !a.free {
 				slot = ex.limiter.enqueue()
@@ -316,7 +294,7 @@ func deniedError(path []string, reason string) error {
 
 // decide asks the policy. A panic, and any answer but Allow, Deny or
 // Ask (Unset included), deny the call.
-func (rt *Runtime) decide(ctx context.Context, req CallRequest) (d Decision) {
+func (rt *Runtime) decide(ctx context.Context, req Call) (d Decision) {
 	defer func() {
 		if p := recover(); p != nil {
 			d = Decision{Verdict: Deny, Reason: "the host's policy failed"}
@@ -334,7 +312,7 @@ func (rt *Runtime) decide(ctx context.Context, req CallRequest) (d Decision) {
 
 // approve asks Options.Approve about a call the policy asked for; without
 // it, nobody can approve, and the call is denied.
-func (rt *Runtime) approve(ctx context.Context, req CallRequest, question string) (d Decision) {
+func (rt *Runtime) approve(ctx context.Context, req Call, question string) (d Decision) {
 	if rt.opts.Approve == nil {
 		return Decision{Verdict: Deny, Reason: "it needs approval, and nobody can approve it here"}
 	}

@@ -145,21 +145,21 @@ func TestCallerCancellation(t *testing.T) {
 
 func TestHooks(t *testing.T) {
 	var mu sync.Mutex
-	var starts []ToolCallStart
-	var ends []ToolCallEnd
+	var starts []Call
+	var ends []CallEnd
 	ok := Tool{Run: func(_ context.Context, in json.RawMessage) (any, error) { return in, nil }}
 	bad := Tool{Run: func(context.Context, json.RawMessage) (any, error) {
 		return nil, errors.New("postgres://admin:hunter2@db/prod refused")
 	}}
 	rt := mustNew(t, Options{
 		Tools: Tools{"ns": Tools{"ok": ok, "bad": bad}},
-		OnToolCallStart: func(_ context.Context, s ToolCallStart) {
+		OnToolCallStart: func(_ context.Context, s Call) {
 			mu.Lock()
 			starts = append(starts, s)
 			mu.Unlock()
 			panic("a hook panics; the run must not notice")
 		},
-		OnToolCallEnd: func(_ context.Context, e ToolCallEnd) {
+		OnToolCallEnd: func(_ context.Context, e CallEnd) {
 			mu.Lock()
 			ends = append(ends, e)
 			mu.Unlock()

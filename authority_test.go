@@ -89,7 +89,7 @@ await tools.shop.refundOrder({})`,
 				t.Run(rules+"/"+name+"/"+mode, func(t *testing.T) {
 					var b bank
 					opts := Options{Tools: b.tools(), Policy: mustRules(t, rules).Policy(), StateKey: testStateKey,
-						Approve: func(context.Context, CallRequest, string) Decision { return Decision{Verdict: Allow} }}
+						Approve: func(context.Context, Call, string) Decision { return Decision{Verdict: Allow} }}
 					rt := mustNew(t, opts)
 					var res Result
 					if mode == "execute" {
@@ -105,7 +105,7 @@ await tools.shop.refundOrder({})`,
 								if p.Name == "shop.refundOrder" {
 									t.Fatalf("a denied call is pending: %+v", p)
 								}
-								rs = append(rs, rt.Call(context.Background(), p))
+								rs = append(rs, rt.RunPending(context.Background(), p))
 							}
 							res, s, err = rt.Resume(context.Background(), s.State, rs...)
 						}
@@ -130,18 +130,18 @@ await tools.shop.refundOrder({})`,
 // (Declared, no input); and approving the begin approves no call.
 func TestBeginIsJudgedByItsTools(t *testing.T) {
 	var b bank
-	var seen []CallRequest
+	var seen []Call
 	var mu sync.Mutex
 	rules := mustRules(t, "readonly=allow,default=ask").Policy()
 	var questions []string
 	rt := mustNew(t, Options{Tools: b.tools(), StateKey: testStateKey,
-		Policy: func(ctx context.Context, c CallRequest) Decision {
+		Policy: func(ctx context.Context, c Call) Decision {
 			mu.Lock()
 			seen = append(seen, c)
 			mu.Unlock()
 			return rules(ctx, c)
 		},
-		Approve: func(_ context.Context, c CallRequest, q string) Decision {
+		Approve: func(_ context.Context, c Call, q string) Decision {
 			questions = append(questions, q)
 			if c.Name == "$codemode.begin" {
 				return Decision{Verdict: Allow}
@@ -175,7 +175,7 @@ try { await tools.shop.transfer({ to: "x" }) } catch (e) { return e.message }`)
 
 	// A policy that allows the declared tools but denies the call by its
 	// input still denies it inside the transaction.
-	byInput := func(_ context.Context, c CallRequest) Decision {
+	byInput := func(_ context.Context, c Call) Decision {
 		var in struct{ Amount int }
 		_ = json.Unmarshal(c.Input, &in)
 		if in.Amount > 100 {
@@ -195,12 +195,12 @@ await tools.shop.transfer({ amount: 500 })`)
 // TestZeroVerdictDenies: a policy that forgets to decide, the zero Rules
 // and rules that are not valid grant nothing.
 func TestZeroVerdictDenies(t *testing.T) {
-	for name, policy := range map[string]func(context.Context, CallRequest) Decision{
-		"Decision{}":       func(context.Context, CallRequest) Decision { return Decision{} },
+	for name, policy := range map[string]func(context.Context, Call) Decision{
+		"Decision{}":       func(context.Context, Call) Decision { return Decision{} },
 		"Rules{}":          Rules{}.Policy(),
 		"bad pattern":      Rules{Default: Allow, Tools: map[string]Verdict{"shop..x": Deny}}.Policy(),
 		"unset tool rule":  Rules{Default: Allow, Tools: map[string]Verdict{"shop.transfer": Unset}}.Policy(),
-		"verdict too high": func(context.Context, CallRequest) Decision { return Decision{Verdict: Ask + 1} },
+		"verdict too high": func(context.Context, Call) Decision { return Decision{Verdict: Ask + 1} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			var b bank
@@ -237,7 +237,7 @@ func TestRulesMeanWhatTheySay(t *testing.T) {
 		{"", nil, Deny},
 	} {
 		r := mustRules(t, c.rules)
-		if got := r.Policy()(context.Background(), CallRequest{Name: "ns.t", Path: []string{"ns", "t"}, Annotations: c.a}).Verdict; got != c.want {
+		if got := r.Policy()(context.Background(), Call{Name: "ns.t", Path: []string{"ns", "t"}, Annotations: c.a}).Verdict; got != c.want {
 			t.Errorf("%q on %+v: %v, want %v", c.rules, c.a, got, c.want)
 		}
 	}
@@ -283,7 +283,7 @@ func TestRuleMatchingAndPrecedence(t *testing.T) {
 		{"shop.*=ask,*.get*=allow,default=allow", []string{"shop", "getX"}, Ask},
 	} {
 		r := mustRules(t, c.rules)
-		if got := r.Policy()(context.Background(), CallRequest{Name: strings.Join(c.path, "."), Path: c.path}).Verdict; got != c.want {
+		if got := r.Policy()(context.Background(), Call{Name: strings.Join(c.path, "."), Path: c.path}).Verdict; got != c.want {
 			t.Errorf("%q on %q: %v, want %v", c.rules, c.path, got, c.want)
 		}
 	}
@@ -305,8 +305,8 @@ func TestApprovalShowsExactlyWhatRuns(t *testing.T) {
 	var b bank
 	var shown []string
 	rt := mustNew(t, Options{Tools: b.tools(), Policy: mustRules(t, "default=ask").Policy(), StateKey: testStateKey,
-		Approve: func(_ context.Context, c CallRequest, _ string) Decision {
-			shown = append(shown, string(c.Input))
+		Approve: func(_ context.Context, c Call, _ string) Decision {
+			shown = append(shown, string(c.Shown()))
 			return Decision{Verdict: Allow}
 		}})
 	code := `return await tools.shop.transfer({ aaaa: "x".repeat(3000), amount: 10, to: "attacker-iban\u202e", note: "a\u200bb", z: { b: 1, a: [2, "\u0000"] } })`
@@ -368,13 +368,13 @@ return "done"`)
 	if err != nil || s == nil {
 		t.Fatal(err)
 	}
-	first := rt.Call(context.Background(), s.Pending[0])
+	first := rt.RunPending(context.Background(), s.Pending[0])
 	res, s, err := rt.Resume(context.Background(), s.State, first)
 	if err != nil || s == nil || b.transfers.Load() != 1 {
 		t.Fatalf("%v %s", err, clip(res))
 	}
 	time.Sleep(time.Until(s.Deadline) + 20*time.Millisecond)
-	second := rt.Call(context.Background(), s.Pending[0])
+	second := rt.RunPending(context.Background(), s.Pending[0])
 	if !errors.Is(second.Err, ErrOutOfTime) || b.transfers.Load() != 1 {
 		t.Fatalf("a call after the deadline was made: %+v", second)
 	}
@@ -401,7 +401,7 @@ func TestHostileSessionPrograms(t *testing.T) {
 	var b bank
 	rt := mustNew(t, Options{Tools: b.tools(), Timeout: 10 * time.Second, StateKey: testStateKey,
 		Policy: mustRules(t, "shop.refundOrder=deny,shop.transfer=ask,default=allow").Policy(),
-		Approve: func(context.Context, CallRequest, string) Decision {
+		Approve: func(context.Context, Call, string) Decision {
 			return Decision{} // a forgotten answer grants nothing either
 		}})
 	for name, code := range map[string]string{
@@ -432,7 +432,7 @@ return await tools.shop.transfer({ to: "x" })`,
 				for i := 0; s != nil && i < 5; i++ {
 					var rs []CallResult
 					for _, p := range s.Pending {
-						rs = append(rs, CallResult{ID: p.ID, Denied: "no"})
+						rs = append(rs, CallResult{Index: p.Index, Denied: "no"})
 					}
 					res, s, _ = rt.Resume(context.Background(), s.State, rs...)
 				}

@@ -52,7 +52,7 @@ func validateOutput(schema *jsonschema.Resolved, raw json.RawMessage) error {
 }
 
 // CanonicalJSON writes a JSON value the one way codemode shows values to
-// the people who judge them (CallRequest.Input): object keys sorted (of
+// the people who judge them (Call.Shown): object keys sorted (of
 // duplicate keys the last, as a JSON decoder keeps it), no insignificant
 // whitespace, numbers as written, and every character that displays as
 // nothing, as a space or reorders its neighbours (controls, zero-width

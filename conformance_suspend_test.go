@@ -142,7 +142,7 @@ func (h *confHost) runSuspended(t *testing.T, c confCase) (Result, []int) {
 		for p := range queue {
 			slots <- struct{}{}
 			cmu.Lock()
-			c := calls[p.ID]
+			c := calls[p.Index]
 			cmu.Unlock()
 			if c.ctx == nil || c.ctx.Err() != nil { // no longer pending
 				<-slots
@@ -151,7 +151,7 @@ func (h *confHost) runSuspended(t *testing.T, c confCase) (Result, []int) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				r := rt.Call(c.ctx, p)
+				r := rt.RunPending(c.ctx, p)
 				<-slots
 				results <- r
 			}()
@@ -163,11 +163,11 @@ func (h *confHost) runSuspended(t *testing.T, c confCase) (Result, []int) {
 		pending := map[int]bool{}
 		cmu.Lock()
 		for _, p := range s.Pending {
-			pending[p.ID] = true
-			if !seen[p.ID] {
-				seen[p.ID] = true
+			pending[p.Index] = true
+			if !seen[p.Index] {
+				seen[p.Index] = true
 				cctx, cancel := context.WithCancel(ctx)
-				calls[p.ID] = call{cctx, cancel}
+				calls[p.Index] = call{cctx, cancel}
 				queue <- p
 			}
 		}
@@ -189,7 +189,7 @@ func (h *confHost) runSuspended(t *testing.T, c confCase) (Result, []int) {
 		for deliver == nil {
 			select {
 			case r := <-results:
-				if pending[r.ID] {
+				if pending[r.Index] {
 					deliver = []CallResult{r}
 				}
 			case <-wake:
@@ -328,7 +328,7 @@ func confChildStep(t *testing.T, id string) {
 		}
 		var results []CallResult
 		for _, p := range in.Pending {
-			results = append(results, rt.Call(ctx, p))
+			results = append(results, rt.RunPending(ctx, p))
 		}
 		res, s, err = rt.Resume(ctx, state, results...)
 		if err != nil {

@@ -196,7 +196,7 @@ type caseRun struct {
 // callState is what the probe behaviour reports of its own call.
 type callState struct{ startSeq, activeAtStart, maxActive int }
 
-func (cr *caseRun) started(ctx context.Context, _ ToolCallStart) {
+func (cr *caseRun) started(ctx context.Context, _ Call) {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 	cr.active++
@@ -208,7 +208,7 @@ func (cr *caseRun) started(ctx context.Context, _ ToolCallStart) {
 	}
 }
 
-func (cr *caseRun) ended(ctx context.Context, _ ToolCallEnd) {
+func (cr *caseRun) ended(ctx context.Context, _ CallEnd) {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 	cr.active--

@@ -41,7 +41,7 @@ func TestToolErrorCause(t *testing.T) {
 	var seen error
 	rt := mustNew(t, Options{
 		Tools: Tools{"orders": Tools{"lookup": failing}},
-		OnToolCallEnd: func(_ context.Context, e ToolCallEnd) {
+		OnToolCallEnd: func(_ context.Context, e CallEnd) {
 			mu.Lock()
 			seen = e.Err
 			mu.Unlock()

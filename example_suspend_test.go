@@ -58,9 +58,9 @@ return results.map((r) => r.status === "fulfilled" ? r.value.status : r.reason.m
 		var in struct{ OrderID string }
 		_ = json.Unmarshal(p.Input, &in)
 		if in.OrderID == "o-1" {
-			results = append(results, rt.Call(context.Background(), p)) // approved: make the call
+			results = append(results, rt.RunPending(context.Background(), p)) // approved: make the call
 		} else {
-			results = append(results, codemode.CallResult{ID: p.ID, Denied: "not approved"})
+			results = append(results, codemode.CallResult{Index: p.Index, Denied: "not approved"})
 		}
 	}
 	res, s, err := rt.Resume(context.Background(), state, results...)
@@ -97,7 +97,7 @@ func ExampleSteps() {
 	approve := func(ctx context.Context, s *codemode.Suspended) ([]codemode.CallResult, error) {
 		var results []codemode.CallResult
 		for _, p := range s.Pending {
-			results = append(results, rt.Call(ctx, p))
+			results = append(results, rt.RunPending(ctx, p))
 		}
 		return results, nil
 	}

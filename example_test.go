@@ -123,7 +123,7 @@ func ExampleToolErrorCause() {
 	}}
 	rt, _ := codemode.New(codemode.Options{
 		Tools: codemode.Tools{"orders": codemode.Tools{"lookup": lookup}},
-		OnToolCallEnd: func(_ context.Context, call codemode.ToolCallEnd) {
+		OnToolCallEnd: func(_ context.Context, call codemode.CallEnd) {
 			fmt.Println("host log:", call.Name, call.Outcome, errors.Unwrap(call.Err))
 		},
 	})

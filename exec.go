@@ -165,9 +165,7 @@ func (rt *Runtime) newExecution(ctx context.Context, src *source, lim limits, ho
 		}
 		ex.mu.Unlock()
 	}
-	if hold || rt.opts.Policy != nil {
-		ex.runID = newRunID()
-	}
+	ex.runID = newRunID()
 	return ex
 }
 
@@ -294,7 +292,7 @@ func (ex *execution) perform(ctx context.Context, slot *ticket, a *admitted) (js
 		defer ex.limiter.release()
 	}
 	if a.tx != nil && ex.txRolledBack(a.tx) {
-		return nil, &sandbox.CallError{Kind: string(ToolFailure), Message: jsPath(a.path) + " did not run: its transaction was rolled back first"}
+		return nil, &sandbox.CallError{Kind: string(ToolFailure), Message: jsPath(a.Path) + " did not run: its transaction was rolled back first"}
 	}
 	// A call made in a transaction is followed until it returns, within
 	// the grace, so that what it did is known and can be undone.
@@ -302,12 +300,12 @@ func (ex *execution) perform(ctx context.Context, slot *ticket, a *admitted) (js
 	if a.tx != nil {
 		follow = ex.grace
 	}
-	c := ex.begin(ctx, follow, ToolCallStart{Index: a.index, Name: a.name, Input: a.input})
+	c := ex.begin(ctx, follow, a.Call)
 	if c == nil {
 		return nil, failed // the run ended first
 	}
-	end := ToolCallEnd{Index: a.index, Name: a.name, Input: a.input}
-	v, err := callTool(c.ctx, a.run, a.input)
+	end := CallEnd{Call: a.Call}
+	v, err := callTool(c.ctx, a.run, a.Input)
 	if err != nil {
 		msg := publicMessage(err)
 		end.Outcome, end.Message, end.Err = OutcomeError, msg, err
@@ -324,12 +322,12 @@ func (ex *execution) perform(ctx context.Context, slot *ticket, a *admitted) (js
 	if err != nil {
 		end.Outcome, end.Message = OutcomeInvalidOutput, err.Error()
 		c.end(end, nil)
-		return nil, &sandbox.CallError{Kind: string(InvalidToolOutput), Message: jsPath(a.path) + " returned " + err.Error()}
+		return nil, &sandbox.CallError{Kind: string(InvalidToolOutput), Message: jsPath(a.Path) + " returned " + err.Error()}
 	}
 	if a.host {
 		// Before the end is reported: once it is, the run may be
 		// settling the transaction.
-		ex.txRecord(a.tx, a.index, a.name, a.path, a.input, out)
+		ex.txRecord(a.tx, a.Index, a.Name, a.Path, a.Input, out)
 	}
 	end.Outcome = OutcomeOK
 	c.end(end, out)
@@ -353,7 +351,7 @@ type running struct {
 // context has (then it must not run, and begin returns nil). Its end is
 // reported as cancelled when follow ends first: the call's own context,
 // or for calls in a transaction the run's grace.
-func (ex *execution) begin(ctx, follow context.Context, s ToolCallStart) *running {
+func (ex *execution) begin(ctx, follow context.Context, s Call) *running {
 	ex.mu.Lock()
 	if ex.over || ctx.Err() != nil {
 		ex.mu.Unlock()
@@ -361,26 +359,26 @@ func (ex *execution) begin(ctx, follow context.Context, s ToolCallStart) *runnin
 	}
 	ex.ends.Add(1)
 	ex.mu.Unlock()
-	c := &running{ex: ex, ctx: ctx}
+	c := &running{ex: ex, ctx: withCall(ctx, s)}
 	if t := ex.rt.tel; t != nil {
-		c.ctx, c.span = t.startCall(ctx, s)
+		c.ctx, c.span = t.startCall(c.ctx, s)
 	}
 	ex.rt.hookStart(c.ctx, s)
 	c.start = time.Now()
 	c.stop = context.AfterFunc(follow, func() {
-		c.report(ToolCallEnd{Index: s.Index, Name: s.Name, Input: s.Input, Outcome: OutcomeCancelled}, nil)
+		c.report(CallEnd{Call: s, Outcome: OutcomeCancelled}, nil)
 	})
 	return c
 }
 
 // end reports the tool's own outcome, unless the cancellation was
 // reported first; out is the tool's output when it succeeded.
-func (c *running) end(e ToolCallEnd, out json.RawMessage) {
+func (c *running) end(e CallEnd, out json.RawMessage) {
 	c.stop()
 	c.report(e, out)
 }
 
-func (c *running) report(e ToolCallEnd, out json.RawMessage) {
+func (c *running) report(e CallEnd, out json.RawMessage) {
 	c.once.Do(func() {
 		e.Duration = time.Since(c.start)
 		ex := c.ex
@@ -410,7 +408,7 @@ func callTool(ctx context.Context, run func(context.Context, json.RawMessage) (a
 	return run(ctx, input)
 }
 
-func (rt *Runtime) hookStart(ctx context.Context, s ToolCallStart) {
+func (rt *Runtime) hookStart(ctx context.Context, s Call) {
 	if h := rt.opts.OnToolCallStart; h != nil {
 		func() {
 			defer func() { _ = recover() }()
@@ -419,7 +417,7 @@ func (rt *Runtime) hookStart(ctx context.Context, s ToolCallStart) {
 	}
 }
 
-func (rt *Runtime) hookEnd(ctx context.Context, e ToolCallEnd) {
+func (rt *Runtime) hookEnd(ctx context.Context, e CallEnd) {
 	if h := rt.opts.OnToolCallEnd; h != nil {
 		func() {
 			defer func() { _ = recover() }()

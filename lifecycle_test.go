@@ -34,8 +34,8 @@ func TestNoHookAfterExecute(t *testing.T) {
 		Tools:           Tools{"t": Tools{"slow": ignoring, "quick": quick}},
 		Timeout:         100 * time.Millisecond,
 		MaxMemoryBytes:  16 << 20,
-		OnToolCallStart: func(_ context.Context, s ToolCallStart) { hook("start " + s.Name) },
-		OnToolCallEnd: func(_ context.Context, e ToolCallEnd) {
+		OnToolCallStart: func(_ context.Context, s Call) { hook("start " + s.Name) },
+		OnToolCallEnd: func(_ context.Context, e CallEnd) {
 			hook("end " + e.Name + " " + string(e.Outcome))
 			mu.Lock()
 			if e.Name == "t.slow" || e.Index == 0 {

@@ -2,7 +2,6 @@ package codemode
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -45,21 +44,23 @@ type Options struct {
 	// the rest wait in call order. Zero means 8.
 	MaxConcurrency int
 
-	// OnToolCallStart and OnToolCallEnd observe tool calls. They run on
+	// OnToolCallStart and OnToolCallEnd observe tool calls: a call starts
+	// once it has its concurrency slot (and, in a suspended run, when
+	// RunPending makes it). They run on
 	// the calls' goroutines (so concurrently) and cannot fail the run: a
 	// panic in a hook is recovered and ignored. ctx is the call's: it
 	// carries the values of the context given to Execute (so a hook can
 	// tell runs apart) and the call's span (see TracerProvider), and ends
 	// with the run or a lost Promise.race.
-	OnToolCallStart func(ctx context.Context, call ToolCallStart)
-	OnToolCallEnd   func(ctx context.Context, call ToolCallEnd)
+	OnToolCallStart func(ctx context.Context, call Call)
+	OnToolCallEnd   func(ctx context.Context, end CallEnd)
 
 	// Policy, when set, decides about every call of a host tool before it
 	// runs, inside transactions too: Allow, Deny (the program gets a
 	// ToolError with the reason and the audit says "denied") or Ask. Any
 	// other answer, Unset included, denies, as does a panic. A
 	// transaction's begin is judged by every tool it declares
-	// (CallRequest.Declared). It is called on the run's goroutine, in call
+	// (Call.Declared). It is called on the run's goroutine, in call
 	// order, with the run's context, so it must be quick: a policy that
 	// needs to consult someone answers Ask. Rules.Policy makes one from
 	// declared rules.
@@ -69,16 +70,16 @@ type Options struct {
 	// (PendingCall.Reason is the question) for as long as the decision
 	// takes; without a Policy every call waits. In Execute, Approve
 	// answers Ask.
-	Policy func(ctx context.Context, call CallRequest) Decision
+	Policy func(ctx context.Context, call Call) Decision
 
 	// Approve answers the calls Policy asks about in Execute, on the
 	// call's goroutine: it may block (the run's Timeout still runs, and
 	// ctx ends with the run). Anything but Allow denies the call, with the
 	// decision's reason. Nil denies every such call.
-	Approve func(ctx context.Context, call CallRequest, question string) Decision
+	Approve func(ctx context.Context, call Call, question string) Decision
 
 	// MaxAskInputBytes bounds the input of a call the policy asks about,
-	// as canonical JSON (CallRequest.Input): whoever approves a call sees
+	// as a person is shown it (Call.Shown): whoever approves a call sees
 	// all of its input, so a larger one is denied (the program reads
 	// why) rather than shown in part. Zero means DefaultMaxAskInputBytes.
 	MaxAskInputBytes int
@@ -192,28 +193,6 @@ type Options struct {
 	// and outcomes, because these values are the users' data (and may
 	// hold secrets), and trace backends are seldom cleared to keep it.
 	TraceData bool
-}
-
-// ToolCallStart is passed to Options.OnToolCallStart when an admitted call
-// starts running (after waiting for a concurrency slot).
-type ToolCallStart struct {
-	Index int // admission order within the run, from 0
-	Name  string
-	Input json.RawMessage
-}
-
-// ToolCallEnd is passed to Options.OnToolCallEnd when a call finishes.
-type ToolCallEnd struct {
-	Index    int
-	Name     string
-	Input    json.RawMessage
-	Duration time.Duration
-	Outcome  Outcome
-	// Message is what the program saw for a failure; empty on success.
-	Message string
-	// Err is the tool's own error, for the host's logs. It never reaches
-	// the program unless it was made with ToolError.
-	Err error
 }
 
 // Outcome says how a tool call ended.

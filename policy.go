@@ -2,7 +2,6 @@ package codemode
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -88,41 +87,10 @@ type Decision struct {
 	Reason  string
 }
 
-// CallRequest is what a policy sees of a call before it runs.
-type CallRequest struct {
-	// Name is the tool's dot-joined path, Path its segments.
-	Name string
-	Path []string
-	// Input is the call's argument, after it passed the tool's input
-	// schema, written as CanonicalJSON writes it: the very value the tool
-	// gets, in the one form in which nothing in it can hide another part.
-	// Show it whole, or not at all.
-	Input json.RawMessage
-	// Annotations are the tool's (nil when it has none).
-	Annotations *Annotations
-	// Index is the call's place in the run's audit (Result.ToolCalls).
-	Index int
-	// RunID names the run (Suspended.RunID for a suspendable run); Session
-	// is the id the host gave the run's context with WithSession.
-	RunID, Session string
-	// Source is "codemode": the call comes from a program, not straight
-	// from the model.
-	Source string
-	// Declared marks a tool a transaction's begin declares (see
-	// tools.$codemode.begin): the policy is asked about each before the
-	// transaction opens, with no Input, since no call is made yet; a Deny
-	// for one denies the begin, an Ask makes it a question. Each call is
-	// still judged, with its input, when it is made.
-	Declared bool
-}
-
-// CallSource is CallRequest.Source.
-const CallSource = "codemode"
-
 type sessionKey struct{}
 
 // WithSession returns a context that names the session a run belongs to:
-// policies see it as CallRequest.Session.
+// its cells, its stored values, and Call.Session, which policies see.
 func WithSession(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, sessionKey{}, id)
 }
@@ -177,7 +145,7 @@ type toolRule struct {
 }
 
 // Policy returns the rules as an Options.Policy.
-func (r Rules) Policy() func(context.Context, CallRequest) Decision {
+func (r Rules) Policy() func(context.Context, Call) Decision {
 	var rules []toolRule
 	broken := ""
 	for k, v := range r.Tools {
@@ -188,7 +156,7 @@ func (r Rules) Policy() func(context.Context, CallRequest) Decision {
 		}
 		rules = append(rules, toolRule{p, v})
 	}
-	return func(_ context.Context, c CallRequest) Decision {
+	return func(_ context.Context, c Call) Decision {
 		v := r.verdict(rules, c)
 		if broken != "" {
 			v = Deny
@@ -208,7 +176,7 @@ func (r Rules) Policy() func(context.Context, CallRequest) Decision {
 }
 
 // verdict applies the order documented on Rules.
-func (r Rules) verdict(rules []toolRule, c CallRequest) Verdict {
+func (r Rules) verdict(rules []toolRule, c Call) Verdict {
 	path := c.Path
 	if path == nil {
 		path = strings.Split(c.Name, ".")

@@ -39,17 +39,17 @@ var readAllowDeleteDenyAsk = Rules{ReadOnly: Allow, Destructive: Deny, Default: 
 
 func TestPolicyInExecute(t *testing.T) {
 	var ran sync.Map
-	var seen []CallRequest
+	var seen []Call
 	var mu sync.Mutex
 	policy := readAllowDeleteDenyAsk.Policy()
 	rt := mustNew(t, Options{Tools: policyTools(&ran), Timeout: 10 * time.Second,
-		Policy: func(ctx context.Context, c CallRequest) Decision {
+		Policy: func(ctx context.Context, c Call) Decision {
 			mu.Lock()
 			seen = append(seen, c)
 			mu.Unlock()
 			return policy(ctx, c)
 		},
-		Approve: func(_ context.Context, c CallRequest, question string) Decision {
+		Approve: func(_ context.Context, c Call, question string) Decision {
 			var in struct{ Name string }
 			_ = json.Unmarshal(c.Input, &in)
 			if question != "allow files.write?" {
@@ -93,7 +93,7 @@ return { settled: settled.map((s) => s.status === "fulfilled" ? s.value.tool : s
 		t.Fatalf("the policy saw %d calls", len(seen))
 	}
 	for i, c := range seen {
-		if c.Index != i || c.Session != "session-7" || c.Source != "codemode" || c.RunID == "" || c.RunID != seen[0].RunID {
+		if c.Index != i || c.Session != "session-7" || c.RunID == "" || c.RunID != seen[0].RunID {
 			t.Fatalf("call request %d: %+v", i, c)
 		}
 	}
@@ -113,9 +113,9 @@ func TestPolicyWithoutApprover(t *testing.T) {
 
 func TestPolicyFailures(t *testing.T) {
 	var ran sync.Map
-	for name, policy := range map[string]func(context.Context, CallRequest) Decision{
-		"panics":     func(context.Context, CallRequest) Decision { panic("boom") },
-		"no verdict": func(context.Context, CallRequest) Decision { return Decision{Verdict: 42} },
+	for name, policy := range map[string]func(context.Context, Call) Decision{
+		"panics":     func(context.Context, Call) Decision { panic("boom") },
+		"no verdict": func(context.Context, Call) Decision { return Decision{Verdict: 42} },
 	} {
 		rt := mustNew(t, Options{Tools: policyTools(&ran), Policy: policy})
 		res, _ := rt.Execute(context.Background(), `try { await tools.files.read({}) } catch (e) { return e.message }`)
@@ -125,7 +125,7 @@ func TestPolicyFailures(t *testing.T) {
 	}
 	// An approver that never answers: the call is denied when the run ends.
 	rt := mustNew(t, Options{Tools: policyTools(&ran), Policy: readAllowDeleteDenyAsk.Policy(), Timeout: 200 * time.Millisecond,
-		Approve: func(ctx context.Context, _ CallRequest, _ string) Decision {
+		Approve: func(ctx context.Context, _ Call, _ string) Decision {
 			<-ctx.Done()
 			return Decision{Verdict: Allow}
 		}})
@@ -143,7 +143,7 @@ func TestPolicyAskSuspends(t *testing.T) {
 	var runIDs []string
 	policy := readAllowDeleteDenyAsk.Policy()
 	opts := Options{Tools: policyTools(&ran), StateKey: testStateKey, Timeout: 10 * time.Second,
-		Policy: func(ctx context.Context, c CallRequest) Decision {
+		Policy: func(ctx context.Context, c Call) Decision {
 			runIDs = append(runIDs, c.RunID)
 			return policy(ctx, c)
 		}}
@@ -173,8 +173,8 @@ return [a.tool, denied, w.map((x) => x.tool ?? x), after.tool]`
 	if err != nil || in.Pending[1].Reason != "allow files.write?" {
 		t.Fatalf("%v %+v", err, in)
 	}
-	res, s2, err := later.Resume(context.Background(), s.State, later.Call(context.Background(), in.Pending[0]),
-		CallResult{ID: in.Pending[1].ID, Err: ToolError("refused by the reviewer")})
+	res, s2, err := later.Resume(context.Background(), s.State, later.RunPending(context.Background(), in.Pending[0]),
+		CallResult{Index: in.Pending[1].Index, Err: ToolError("refused by the reviewer")})
 	if err != nil || s2 != nil || !strings.Contains(res.Error.Message, "refused by the reviewer") {
 		// Promise.all rejects with the refusal.
 		t.Fatalf("%v %v %s", err, s2, clip(res))
@@ -196,11 +196,11 @@ func TestParseRules(t *testing.T) {
 	}
 	p := r.Policy()
 	for name, want := range map[string]Verdict{"orders.get": Allow, "orders.refund": Deny, "files.x": Ask} {
-		if got := p(context.Background(), CallRequest{Name: name}).Verdict; got != want {
+		if got := p(context.Background(), Call{Name: name}).Verdict; got != want {
 			t.Errorf("%s: %v, want %v", name, got, want)
 		}
 	}
-	if got := p(context.Background(), CallRequest{Name: "files.r", Annotations: &Annotations{ReadOnly: true}}).Verdict; got != Allow {
+	if got := p(context.Background(), Call{Name: "files.r", Annotations: &Annotations{ReadOnly: true}}).Verdict; got != Allow {
 		t.Errorf("read-only: %v", got)
 	}
 	for _, bad := range []string{"readonly", "readonly=maybe", "[=allow"} {

@@ -68,10 +68,10 @@ func New(opts Options) (*Runtime, error) {
 		}
 		rt.paths = append(rt.paths, e.path)
 	}
-	rt.paths = append(rt.paths, []string{SearchNamespace, "search"})
+	rt.paths = append(rt.paths, []string{BuiltinNamespace, "search"})
 	if opts.Store != nil {
 		for _, name := range stateTools {
-			rt.paths = append(rt.paths, []string{SearchNamespace, name})
+			rt.paths = append(rt.paths, []string{BuiltinNamespace, name})
 		}
 	}
 	return rt, nil

@@ -53,7 +53,7 @@ func (d Steps) Start(ctx context.Context, code string) (Result, *Suspended, erro
 }
 
 // Answer produces the results of a taken step's pending calls (s is the
-// step, from its authenticated state): by calling Runtime.Call, by asking
+// step, from its authenticated state): by calling Runtime.RunPending, by asking
 // someone, or by reading answers prepared before. Steps.Resume calls it at
 // most once per step, after the step is taken, so it is the place to make
 // the calls.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,7 +36,7 @@ func TestStepsRunOnce(t *testing.T) {
 			approve := func(ctx context.Context, s *Suspended) ([]CallResult, error) {
 				var rs []CallResult
 				for _, p := range s.Pending {
-					rs = append(rs, rt.Call(ctx, p))
+					rs = append(rs, rt.RunPending(ctx, p))
 				}
 				return rs, nil
 			}
@@ -94,7 +96,7 @@ func TestStepsRunOnce(t *testing.T) {
 			// handed out again, since the answer may have made calls.
 			_, s, _ = d.Start(ctx, code)
 			failing := func(ctx context.Context, s *Suspended) ([]CallResult, error) {
-				rt.Call(ctx, s.Pending[0])
+				rt.RunPending(ctx, s.Pending[0])
 				return nil, errors.New("the approver crashed")
 			}
 			if _, _, err := d.Resume(ctx, s.State, failing); err == nil || errors.Is(err, ErrStepTaken) {
@@ -105,5 +107,46 @@ func TestStepsRunOnce(t *testing.T) {
 				t.Fatalf("after a failed answer: %v, %d more writes", err, writes.Load()-before)
 			}
 		})
+	}
+}
+
+// TestCallFromContext: a tool reads its call from its context — the run
+// id and the call's index — the same in Execute and in a pending call
+// made by RunPending in another Runtime, so an idempotency key derived
+// from them names one call wherever it runs.
+func TestCallFromContext(t *testing.T) {
+	key := Tool{Run: func(ctx context.Context, _ json.RawMessage) (any, error) {
+		c, ok := CallFrom(ctx)
+		if !ok || c.RunID == "" {
+			return nil, errors.New("no call in the context")
+		}
+		return fmt.Sprintf("%s/%d %s", c.RunID[:4], c.Index, c.Name), nil
+	}}
+	opts := Options{Tools: Tools{"t": Tools{"key": key}}, StateKey: testStateKey}
+	rt := mustNew(t, opts)
+	code := `return [await tools.t.key({}), await tools.t.key({})]`
+	res, _ := rt.Execute(context.Background(), code)
+	var keys []string
+	if err := json.Unmarshal(res.Value, &keys); err != nil || len(keys) != 2 || keys[0][:4] != keys[1][:4] || !strings.HasSuffix(keys[0], "/0 t.key") || !strings.HasSuffix(keys[1], "/1 t.key") {
+		t.Fatalf("%s", clip(res))
+	}
+	res2, _ := rt.Execute(context.Background(), code)
+	if string(res2.Value)[:7] == string(res.Value)[:7] {
+		t.Fatalf("two runs share a run id: %s %s", res.Value, res2.Value)
+	}
+	_, s, err := rt.ExecuteSuspendable(context.Background(), code)
+	if err != nil || s == nil {
+		t.Fatal(err)
+	}
+	for s != nil {
+		other := mustNew(t, opts)
+		r := other.RunPending(context.Background(), s.Pending[0])
+		if want := fmt.Sprintf(`"%s/%d t.key"`, s.RunID[:4], s.Pending[0].Index); string(r.Output) != want {
+			t.Fatalf("pending call saw %s, want %s", r.Output, want)
+		}
+		res, s, err = other.Resume(context.Background(), s.State, r)
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -153,7 +153,7 @@ func (m *MemoryStore) Keys(_ context.Context, session string) ([]string, error) 
 	return keys, nil
 }
 
-// The built-in state tools' names, below SearchNamespace.
+// The built-in state tools' names, below BuiltinNamespace.
 var stateTools = []string{"store", "load", "keys"}
 
 // stateTool serves one of the built-in state tools for a session.

@@ -33,7 +33,7 @@ type Suspended struct {
 	// Options.MaxStateBytes long.
 	State []byte
 	// Pending are the calls the run waits for, in the order they were
-	// made. Each needs a result (Runtime.Call runs the tool; a host may
+	// made. Each needs a result (Runtime.RunPending runs the tool; a host may
 	// also answer for it, say with a human's decision). Results can be
 	// delivered all at once or a few at a time.
 	Pending []PendingCall
@@ -54,30 +54,24 @@ type Suspended struct {
 
 // PendingCall is a tool call a suspended run waits for.
 type PendingCall struct {
-	// ID is the call's index in the run's Result.ToolCalls.
-	ID int `json:"id"`
-	// Name is the tool's dot-joined path; Path its segments.
-	Name  string          `json:"name"`
-	Path  []string        `json:"path"`
-	Input json.RawMessage `json:"input"`
-	// Annotations are the tool's (nil when it has none, and for a
-	// transaction's begin, whose Reason names each tool it declares with
-	// its annotations).
-	Annotations *Annotations `json:"annotations,omitempty"`
+	// Call is the call, as the program made it (a transaction's begin has
+	// no annotations: its Reason names each tool it declares with
+	// theirs).
+	Call
 	// Reason is the policy's question when it asked about the call (see
 	// Options.Policy); empty when the run holds every call.
 	Reason string `json:"reason,omitempty"`
 	// Deadline, when not zero, is when the run times out (see
-	// Suspended.Deadline): Call does not start the call after it, and
-	// ends the tool's context then.
+	// Suspended.Deadline): RunPending does not start the call after it,
+	// and ends the tool's context then.
 	Deadline time.Time `json:"deadline,omitzero"`
 }
 
 // CallResult is the result of a pending call, delivered by
 // [Runtime.Resume].
 type CallResult struct {
-	// ID is the PendingCall's.
-	ID int
+	// Index is the pending call's (its Call.Index).
+	Index int
 	// Output is the tool's result as JSON, used when Err is nil; empty
 	// means null. It must be plain data (and match the tool's Output
 	// schema when ValidateOutput is set), or the program sees
@@ -131,12 +125,13 @@ type stateHeader struct {
 	Held        []heldEntry   `json:"held"`
 	Tx          *transaction  `json:"tx,omitempty"`
 	RolledBack  []int         `json:"rolledBack,omitempty"` // transactions rolled back with calls held
+	Session     string        `json:"session,omitempty"`    // of the step that suspended
 }
 
 // heldEntry links a sandbox call to its audit entry.
 type heldEntry struct {
 	Seq    int             `json:"seq"`   // sandbox call id
-	Index  int             `json:"index"` // audit index, PendingCall.ID
+	Index  int             `json:"index"` // audit index, Call.Index
 	Path   []string        `json:"path"`
 	Input  json.RawMessage `json:"input"`
 	Reason string          `json:"reason,omitempty"` // the policy's question
@@ -159,7 +154,7 @@ const stateMagic = "CMSTATE2"
 // the host's tools itself: when the program has nothing left to do but
 // wait for tool calls (and timers), the run stops, and its state comes back
 // as a Suspended, holding the calls it waits for. The host gets their
-// results however it likes — Runtime.Call, a queue of workers, a human's
+// results however it likes — Runtime.RunPending, a queue of workers, a human's
 // approval hours later — and continues the run with Resume, in this
 // process or another. A run that ends without waiting for a call returns
 // its Result as Execute would, with a nil Suspended. While a run is
@@ -168,7 +163,7 @@ const stateMagic = "CMSTATE2"
 //
 // Tools.$codemode.search runs at once, as in Execute. The concurrency
 // limit does not apply to pending calls (the host runs them), nor do the
-// hooks (Runtime.Call calls them). Runs cannot suspend without
+// hooks (Runtime.RunPending calls them). Runs cannot suspend without
 // Options.StateKey (ErrNoStateKey).
 func (rt *Runtime) ExecuteSuspendable(ctx context.Context, code string) (Result, *Suspended, error) {
 	if len(rt.opts.StateKey) == 0 {
@@ -240,10 +235,10 @@ func (rt *Runtime) Resume(ctx context.Context, state []byte, results ...CallResu
 	}
 	delivered := map[int]bool{}
 	for _, r := range results {
-		if _, ok := byIndex[r.ID]; !ok || delivered[r.ID] {
-			return none, nil, fmt.Errorf("%w: call %d", ErrStateCall, r.ID)
+		if _, ok := byIndex[r.Index]; !ok || delivered[r.Index] {
+			return none, nil, fmt.Errorf("%w: call %d", ErrStateCall, r.Index)
 		}
-		delivered[r.ID] = true
+		delivered[r.Index] = true
 	}
 	if rt.isClosed() {
 		return none, nil, ErrClosed
@@ -294,7 +289,7 @@ func (rt *Runtime) resume(ctx, runCtx context.Context, h *stateHeader, inner []b
 		// A result delivered after the deadline is recorded as what it
 		// was — the call was made — but the program, which ended at its
 		// deadline, never sees it.
-		d, undo := ex.delivery(byIndex[r.ID], r)
+		d, undo := ex.delivery(byIndex[r.Index], r)
 		if inTime {
 			deliveries = append(deliveries, d)
 		}
@@ -402,6 +397,7 @@ func (rt *Runtime) step(ctx, runCtx context.Context, ex *execution, sr sandbox.R
 	h.Admitted = ex.admitted
 	h.Tx = ex.tx
 	h.RolledBack = slices.Clone(ex.rolledBack)
+	h.Session = ex.session
 	ex.mu.Unlock()
 	ex.dropGrace() // nothing of the run is running
 	h.Engine, h.Tools = engine.SHA256, rt.treeSum()
@@ -446,7 +442,8 @@ func (rt *Runtime) suspended(h *stateHeader, state []byte) *Suspended {
 		s.Deadline = time.Unix(0, h.SuspendedAt).Add(h.Remaining)
 	}
 	for _, e := range h.Held {
-		p := PendingCall{ID: e.Index, Name: h.Calls[e.Index].Name, Path: e.Path, Input: e.Input, Reason: e.Reason, Deadline: s.Deadline}
+		p := PendingCall{Call: Call{Index: e.Index, Name: h.Calls[e.Index].Name, Path: e.Path, Input: e.Input,
+			RunID: h.RunID, Session: h.Session}, Reason: e.Reason, Deadline: s.Deadline}
 		if entry := rt.index[pathKey(e.Path)]; entry != nil {
 			p.Annotations = entry.tool.Annotations
 		}
@@ -596,7 +593,7 @@ func newRunID() string {
 }
 
 // cancelledError marks a tool error that followed the end of the call's
-// context (Runtime.Call): the audit records the call as cancelled.
+// context (Runtime.RunPending): the audit records the call as cancelled.
 type cancelledError struct{ err error }
 
 func (e *cancelledError) Error() string { return e.err.Error() }
@@ -610,19 +607,19 @@ func (e *outputError) Error() string { return "invalid tool output: " + e.err.Er
 func (e *outputError) Unwrap() error { return e.err }
 
 // ErrOutOfTime is the error of a CallResult for a call that was not made
-// because its run was out of time (Runtime.Call makes it after
+// because its run was out of time (Runtime.RunPending makes it after
 // PendingCall.Deadline); the audit records such a call as cancelled.
 var ErrOutOfTime = errors.New("codemode: the run is out of time, so the call was not made")
 
-// Call runs a pending call's tool as a run would: the hooks see it
-// (ToolCallStart.Index is the call's ID), the input is the program's, and
-// the output is checked. The result is ready for Resume. ctx bounds the
-// tool, which may take as long as the host allows: a suspended run holds
-// nothing while it waits. When the call has a Deadline, Call makes no
-// call after it (the result's Err is ErrOutOfTime) and ends the tool's
-// context then.
-func (rt *Runtime) Call(ctx context.Context, call PendingCall) CallResult {
-	res := CallResult{ID: call.ID}
+// RunPending makes a pending call as a run would: the hooks see it, the
+// tool gets the program's input and a context that CallFrom reads, and the
+// output is checked. The result is ready for Resume. ctx bounds the tool,
+// which may take as long as the host allows: a suspended run holds nothing
+// while it waits. When the call has a Deadline, RunPending makes no call
+// after it (the result's Err is ErrOutOfTime) and ends the tool's context
+// then.
+func (rt *Runtime) RunPending(ctx context.Context, call PendingCall) CallResult {
+	res := CallResult{Index: call.Index}
 	if !call.Deadline.IsZero() {
 		if !time.Now().Before(call.Deadline) {
 			res.Err = ErrOutOfTime
@@ -642,20 +639,21 @@ func (rt *Runtime) Call(ctx context.Context, call PendingCall) CallResult {
 		res.Err = fmt.Errorf("codemode: %s is not a tool of this Runtime", strings.Join(call.Path, "."))
 		return res
 	}
-	input := call.Input
-	if len(bytes.TrimSpace(input)) == 0 {
-		input = json.RawMessage("{}")
+	c := call.Call
+	c.Name, c.Annotations = e.name, e.tool.Annotations
+	if len(bytes.TrimSpace(c.Input)) == 0 {
+		c.Input = json.RawMessage("{}")
 	}
-	s := ToolCallStart{Index: call.ID, Name: e.name, Input: input}
+	ctx = withCall(ctx, c)
 	var span trace.Span
 	if rt.tel != nil {
-		ctx, span = rt.tel.startCall(ctx, s)
+		ctx, span = rt.tel.startCall(ctx, c)
 	}
-	rt.hookStart(ctx, s)
+	rt.hookStart(ctx, c)
 	start := time.Now()
-	v, err := callTool(ctx, e.tool.Run, input)
+	v, err := callTool(ctx, e.tool.Run, c.Input)
 	res.Duration = time.Since(start)
-	end := ToolCallEnd{Index: call.ID, Name: e.name, Input: input, Duration: res.Duration}
+	end := CallEnd{Call: c, Duration: res.Duration}
 	if err != nil {
 		res.Err = err
 		end.Outcome, end.Message, end.Err = OutcomeError, publicMessage(err), err

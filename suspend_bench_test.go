@@ -40,7 +40,7 @@ for (let i = 0; ; i++) { const r = await tools.x.get({ i }); if (r.i < 0) return
 				b.Fatal("not suspended", err)
 			}
 			p := s.Pending[0]
-			result := CallResult{ID: p.ID, Output: p.Input}
+			result := CallResult{Index: p.Index, Output: p.Input}
 			size := 0
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -114,7 +114,7 @@ func BenchmarkSuspendLarge(b *testing.B) {
 			get := Tool{Run: func(_ context.Context, in json.RawMessage) (any, error) { return in, nil }}
 			opts := Options{
 				Tools: Tools{"x": Tools{"get": get}}, StateKey: testStateKey, MaxMemoryBytes: 256 << 20,
-				Policy: func(context.Context, CallRequest) Decision {
+				Policy: func(context.Context, Call) Decision {
 					admitted.Store(time.Now().UnixNano())
 					if mode == "execute" {
 						return Decision{Verdict: Allow}

@@ -57,7 +57,7 @@ func TestSuspendingIsPartOfTheRun(t *testing.T) {
 		// whatever the machine's speed.
 		opts := suspendOptions(nil)
 		opts.Timeout = 300 * time.Millisecond
-		opts.Policy = func(context.Context, CallRequest) Decision {
+		opts.Policy = func(context.Context, Call) Decision {
 			time.Sleep(opts.Timeout + 50*time.Millisecond)
 			return Decision{Verdict: Ask, Reason: "slow to decide"}
 		}
@@ -87,7 +87,7 @@ func TestSuspendingIsPartOfTheRun(t *testing.T) {
 			time.Sleep(time.Until(until))
 			return nil, nil
 		}}}
-		opts.Policy = func(_ context.Context, c CallRequest) Decision {
+		opts.Policy = func(_ context.Context, c Call) Decision {
 			if c.Name == "clock.wait" {
 				return Decision{Verdict: Allow}
 			}
@@ -118,7 +118,7 @@ func TestSuspendingIsPartOfTheRun(t *testing.T) {
 		if err != nil || s == nil {
 			t.Fatalf("not suspended: %v", err)
 		}
-		res, next, err := roomy.Resume(ctx, s.State, roomy.Call(ctx, s.Pending[0]))
+		res, next, err := roomy.Resume(ctx, s.State, roomy.RunPending(ctx, s.Pending[0]))
 		if err != nil || next != nil || string(res.Value) != heldHeapValue(n) {
 			t.Fatalf("resumed: %v %v %s, want %s", err, next != nil, clip(res), heldHeapValue(n))
 		}
@@ -211,7 +211,7 @@ func TestMaxStateBytes(t *testing.T) {
 		}
 		defer rt.Close()
 		s := suspendOnce(t, rt, heldHeap(2000, ""))
-		result := rt.Call(ctx, s.Pending[0])
+		result := rt.RunPending(ctx, s.Pending[0])
 		opts.MaxStateBytes = int64(len(s.State) - 1)
 		small, err := New(opts)
 		if err != nil {

@@ -84,7 +84,7 @@ func serve(t *testing.T, opts Options, code string) (Result, []*Suspended) {
 		}
 		var results []CallResult
 		for _, p := range s.Pending {
-			results = append(results, fresh.Call(ctx, p))
+			results = append(results, fresh.RunPending(ctx, p))
 		}
 		res, s, err = fresh.Resume(ctx, s.State, results...)
 		fresh.Close()
@@ -194,7 +194,7 @@ return [await Promise.all(ps), order]`)
 	// Deliver the last call's result first, then the others.
 	for want := 2; s != nil; want-- {
 		p := s.Pending[len(s.Pending)-1]
-		res, s, err = rt.Resume(ctx, s.State, rt.Call(ctx, p))
+		res, s, err = rt.Resume(ctx, s.State, rt.RunPending(ctx, p))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,12 +225,12 @@ func TestResumeRefuses(t *testing.T) {
 	if err != nil || s1 == nil {
 		t.Fatal("not suspended", err)
 	}
-	_, s2, err := rt.Resume(ctx, s1.State, rt.Call(ctx, s1.Pending[0]))
+	_, s2, err := rt.Resume(ctx, s1.State, rt.RunPending(ctx, s1.Pending[0]))
 	if err != nil || s2 == nil {
 		t.Fatal("not suspended again", err)
 	}
 	ran.Store(0)
-	good := CallResult{ID: s2.Pending[0].ID, Output: json.RawMessage(`{"id":2,"total":20}`)}
+	good := CallResult{Index: s2.Pending[0].Index, Output: json.RawMessage(`{"id":2,"total":20}`)}
 
 	flip := func(at int) []byte {
 		b := slices.Clone(s2.State)
@@ -284,10 +284,10 @@ func TestResumeRefuses(t *testing.T) {
 		{"tool added", rtMoreTools, s2.State, []CallResult{good}, ErrStateTools},
 		{"schema changed", rtChanged, s2.State, []CallResult{good}, ErrStateTools},
 		{"other engine", rt, otherEngine, []CallResult{good}, ErrStateEngine},
-		{"call not pending", rt, s2.State, []CallResult{{ID: 7, Output: json.RawMessage(`1`)}}, ErrStateCall},
+		{"call not pending", rt, s2.State, []CallResult{{Index: 7, Output: json.RawMessage(`1`)}}, ErrStateCall},
 		{"call twice", rt, s2.State, []CallResult{good, good}, ErrStateCall},
 		{"replayed with a result for a later call", rt, s1.State, []CallResult{good}, ErrStateCall},
-		{"answered call again", rt, s2.State, []CallResult{{ID: s1.Pending[0].ID, Output: json.RawMessage(`{}`)}}, ErrStateCall},
+		{"answered call again", rt, s2.State, []CallResult{{Index: s1.Pending[0].Index, Output: json.RawMessage(`{}`)}}, ErrStateCall},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -364,7 +364,7 @@ return o.total`
 		if !s.Deadline.IsZero() {
 			t.Fatalf("a deadline without TimeoutIncludesSuspended: %v", s.Deadline)
 		}
-		res, s, err := rt.Resume(ctx, s.State, rt.Call(ctx, s.Pending[0]))
+		res, s, err := rt.Resume(ctx, s.State, rt.RunPending(ctx, s.Pending[0]))
 		if err != nil || s != nil || !errors.Is(res.Err(), TimeoutExceeded) {
 			t.Fatalf("150 + 150 ms of running against 250: %v %s", err, clip(res))
 		}
@@ -379,7 +379,7 @@ return o.total`
 		defer rt.Close()
 		s := suspendOnce(t, rt, `const o = await tools.orders.get({ id: 1 }); return o.total`)
 		time.Sleep(700 * time.Millisecond)
-		res, _, err := rt.Resume(ctx, s.State, rt.Call(ctx, s.Pending[0]))
+		res, _, err := rt.Resume(ctx, s.State, rt.RunPending(ctx, s.Pending[0]))
 		if err != nil || !res.OK {
 			t.Fatalf("resumed after longer than its timeout: %v %s", err, clip(res))
 		}
@@ -395,7 +395,7 @@ return o.total`
 		if s.Deadline.IsZero() || time.Until(s.Deadline) > 200*time.Millisecond {
 			t.Fatalf("deadline %v", s.Deadline)
 		}
-		r := rt.Call(ctx, s.Pending[0])
+		r := rt.RunPending(ctx, s.Pending[0])
 		time.Sleep(time.Until(s.Deadline) + 50*time.Millisecond)
 		// The resuming Runtime's own setting does not matter: the run keeps its own.
 		plain := suspendOptions(&ran)
@@ -412,7 +412,7 @@ return o.total`
 		}
 		// Made after the deadline, the call is not made at all.
 		made := ran.Load()
-		late := rt.Call(ctx, s.Pending[0])
+		late := rt.RunPending(ctx, s.Pending[0])
 		if !errors.Is(late.Err, ErrOutOfTime) || ran.Load() != made {
 			t.Fatalf("a call after the deadline: %+v, tool ran %d times more", late, ran.Load()-made)
 		}
@@ -436,7 +436,7 @@ return o.id`
 				t.Fatalf("NextTimer %v", s.NextTimer)
 			}
 			time.Sleep(80 * time.Millisecond)
-			res, _, err := rt.Resume(ctx, s.State, rt.Call(ctx, s.Pending[0]))
+			res, _, err := rt.Resume(ctx, s.State, rt.RunPending(ctx, s.Pending[0]))
 			rt.Close()
 			want := "result,timer" // the time away did not pass for the run
 			if counts {
@@ -487,7 +487,7 @@ return "y".repeat(500)`)
 	for s != nil {
 		var rs []CallResult
 		for _, p := range s.Pending {
-			rs = append(rs, rt2.Call(ctx, p))
+			rs = append(rs, rt2.RunPending(ctx, p))
 		}
 		res, s, err = rt2.Resume(ctx, s.State, rs...)
 		if err != nil {
@@ -521,8 +521,8 @@ func TestCallRunsHooksAndChecks(t *testing.T) {
 	ctx := context.Background()
 	var starts, ends []string
 	opts := suspendOptions(nil)
-	opts.OnToolCallStart = func(_ context.Context, c ToolCallStart) { starts = append(starts, fmt.Sprint(c.Index, c.Name)) }
-	opts.OnToolCallEnd = func(_ context.Context, c ToolCallEnd) { ends = append(ends, fmt.Sprint(c.Index, c.Name, c.Outcome)) }
+	opts.OnToolCallStart = func(_ context.Context, c Call) { starts = append(starts, fmt.Sprint(c.Index, c.Name)) }
+	opts.OnToolCallEnd = func(_ context.Context, c CallEnd) { ends = append(ends, fmt.Sprint(c.Index, c.Name, c.Outcome)) }
 	rt, _ := New(opts)
 	defer rt.Close()
 	s := suspendOnce(t, rt, `const r = await Promise.allSettled([tools.orders.odd({}), tools.orders.crash({}), tools.orders.refund({ id: 9 })])
@@ -532,7 +532,7 @@ return r.map((x) => x.status === "fulfilled" ? x.value : [x.reason.kind, x.reaso
 	}
 	var rs []CallResult
 	for _, p := range s.Pending {
-		rs = append(rs, rt.Call(ctx, p))
+		rs = append(rs, rt.RunPending(ctx, p))
 	}
 	res, _, err := rt.Resume(ctx, s.State, rs...)
 	if err != nil {
@@ -548,12 +548,12 @@ return r.map((x) => x.status === "fulfilled" ? x.value : [x.reason.kind, x.reaso
 	}
 	// A host may answer for a call itself; what it gives is checked too.
 	s = suspendOnce(t, rt, `try { return await tools.orders.refund({ id: 1 }) } catch (e) { return e.kind }`)
-	res, _, err = rt.Resume(ctx, s.State, CallResult{ID: s.Pending[0].ID, Output: json.RawMessage(`{"__proto__": 1}`)})
+	res, _, err = rt.Resume(ctx, s.State, CallResult{Index: s.Pending[0].Index, Output: json.RawMessage(`{"__proto__": 1}`)})
 	if err != nil || string(res.Value) != `"InvalidToolOutput"` || res.ToolCalls[0].Outcome != OutcomeInvalidOutput {
 		t.Fatalf("host-made output that is not plain data: %v %s", err, clip(res))
 	}
 	s = suspendOnce(t, rt, `try { return await tools.orders.refund({ id: 1 }) } catch (e) { return e.message }`)
-	res, _, _ = rt.Resume(ctx, s.State, CallResult{ID: s.Pending[0].ID, Err: ToolError("denied by the operator")})
+	res, _, _ = rt.Resume(ctx, s.State, CallResult{Index: s.Pending[0].Index, Err: ToolError("denied by the operator")})
 	if string(res.Value) != `"denied by the operator"` || res.ToolCalls[0].Outcome != OutcomeError {
 		t.Fatalf("a host's refusal: %s", clip(res))
 	}
@@ -567,7 +567,7 @@ func TestSuspendedRunTelemetry(t *testing.T) {
 	rt, _ := New(opts)
 	defer rt.Close()
 	s := suspendOnce(t, rt, `return (await tools.orders.get({ id: 1 })).total`)
-	res, _, err := rt.Resume(ctx, s.State, rt.Call(ctx, s.Pending[0]))
+	res, _, err := rt.Resume(ctx, s.State, rt.RunPending(ctx, s.Pending[0]))
 	if err != nil || !res.OK {
 		t.Fatalf("%v %s", err, clip(res))
 	}
@@ -591,7 +591,7 @@ func TestResumeInterrupted(t *testing.T) {
 	rt, _ := New(suspendOptions(nil))
 	defer rt.Close()
 	s := suspendOnce(t, rt, `const o = await tools.orders.get({ id: 1 }); for (;;) {}`)
-	r := rt.Call(context.Background(), s.Pending[0])
+	r := rt.RunPending(context.Background(), s.Pending[0])
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	res, next, err := rt.Resume(ctx, s.State, r)

@@ -173,7 +173,7 @@ func (r *runTelemetry) endStep(res Result, suspended bool, err error) {
 
 // startCall begins a tool call's span under the run's; the returned ctx
 // is what the tool and the hooks receive.
-func (t *telemetry) startCall(ctx context.Context, s ToolCallStart) (context.Context, trace.Span) {
+func (t *telemetry) startCall(ctx context.Context, s Call) (context.Context, trace.Span) {
 	if t.tracer == nil {
 		return ctx, nil
 	}
@@ -186,7 +186,7 @@ func (t *telemetry) startCall(ctx context.Context, s ToolCallStart) (context.Con
 
 // endCall records a call's reported end; out is the tool's output when
 // it succeeded.
-func (t *telemetry) endCall(ctx context.Context, span trace.Span, e ToolCallEnd, out json.RawMessage) {
+func (t *telemetry) endCall(ctx context.Context, span trace.Span, e CallEnd, out json.RawMessage) {
 	if m := t.m; m != nil {
 		set := metric.WithAttributeSet(attribute.NewSet(attrToolName.String(e.Name), attrCallOutcome.String(string(e.Outcome))))
 		m.calls.Add(ctx, 1, set)

@@ -108,7 +108,7 @@ func TestTelemetrySpans(t *testing.T) {
 			var hookSpans sync.Map // index -> span ID the start hook saw
 			rt := mustNew(t, Options{
 				Tools: telemetryTools(), TracerProvider: sink.tp, TraceData: tc.data,
-				OnToolCallStart: func(ctx context.Context, s ToolCallStart) {
+				OnToolCallStart: func(ctx context.Context, s Call) {
 					hookSpans.Store(s.Index, trace.SpanFromContext(ctx).SpanContext().SpanID())
 				},
 			})
@@ -261,7 +261,7 @@ func TestTelemetryInterruptedRun(t *testing.T) {
 			defer cancel()
 			opts := Options{Tools: Tools{"t": Tools{"hang": hang}}, TracerProvider: sink.tp, MeterProvider: sink.mp, Timeout: tc.timeout}
 			if tc.cancel {
-				opts.OnToolCallStart = func(context.Context, ToolCallStart) { cancel() }
+				opts.OnToolCallStart = func(context.Context, Call) { cancel() }
 			}
 			rt := mustNew(t, opts)
 			res, err := rt.Execute(ctx, `await tools.t.hang({}); return 1`)

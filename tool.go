@@ -189,8 +189,8 @@ func (Tools) isNode() {}
 // "$codemode" is reserved at the top level for the built-in search.
 type Tools map[string]Node
 
-// SearchNamespace is the reserved namespace of the built-in tools.
-const SearchNamespace = "$codemode"
+// BuiltinNamespace is the reserved namespace of the built-in tools.
+const BuiltinNamespace = "$codemode"
 
 // ErrInvalidName is wrapped by the errors of [CheckName], and by New's for
 // a tree with such a name.
@@ -281,7 +281,7 @@ func (t Tools) walk(prefix []string, fn func([]string, Tool) error) error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		path := append(append(make([]string, 0, len(prefix)+1), prefix...), k)
-		if err := CheckName(k); err != nil && !(len(prefix) == 0 && k == SearchNamespace) {
+		if err := CheckName(k); err != nil && !(len(prefix) == 0 && k == BuiltinNamespace) {
 			return fmt.Errorf("%s: %w", jsPath(path), err)
 		}
 		var err error
@@ -339,8 +339,8 @@ type toolEntry struct {
 func (t Tools) flatten() ([]*toolEntry, error) {
 	var out []*toolEntry
 	err := t.Walk(func(path []string, tool Tool) error {
-		if path[0] == SearchNamespace {
-			return fmt.Errorf("the namespace %q is reserved", SearchNamespace)
+		if path[0] == BuiltinNamespace {
+			return fmt.Errorf("the namespace %q is reserved", BuiltinNamespace)
 		}
 		e, err := newEntry(path, tool)
 		if err != nil {

@@ -52,11 +52,11 @@ type txStep struct {
 	Output json.RawMessage `json:"output"`
 }
 
-// The transaction built-ins, below SearchNamespace.
+// The transaction built-ins, below BuiltinNamespace.
 var txTools = []string{"begin", "commit", "rollback"}
 
 func isTxTool(path []string) bool {
-	return len(path) == 2 && path[0] == SearchNamespace && slices.Contains(txTools, path[1])
+	return len(path) == 2 && path[0] == BuiltinNamespace && slices.Contains(txTools, path[1])
 }
 
 // txID is a transaction's id, or nil for none.

@@ -146,7 +146,7 @@ func TestTransactionCallsJudgedOneByOne(t *testing.T) {
 	var l ledger
 	var asked []string
 	opts := Options{Tools: l.tools("", ""), Policy: Rules{Default: Ask}.Policy(), StateKey: testStateKey,
-		Approve: func(_ context.Context, c CallRequest, q string) Decision {
+		Approve: func(_ context.Context, c Call, q string) Decision {
 			asked = append(asked, c.Name+" "+string(c.Input))
 			if c.Name == "$codemode.begin" && !strings.Contains(q, "tools.shop.charge (no annotations") {
 				return Decision{Verdict: Deny, Reason: "the question does not name the tools: " + q}
@@ -167,7 +167,7 @@ func TestTransactionCallsJudgedOneByOne(t *testing.T) {
 	for s != nil && err == nil {
 		later := mustNew(t, opts)
 		steps++
-		res, s, err = later.Resume(context.Background(), s.State, later.Call(context.Background(), s.Pending[0]))
+		res, s, err = later.Resume(context.Background(), s.State, later.RunPending(context.Background(), s.Pending[0]))
 	}
 	if err != nil || !res.OK || steps != 4 || len(res.ToolCalls) != 5 {
 		t.Fatalf("%v %s after %d steps", err, clip(res), steps)
@@ -188,7 +188,7 @@ func TestTransactionAcrossSuspension(t *testing.T) {
 		fresh := mustNew(t, opts)
 		var rs []CallResult
 		for _, p := range s.Pending {
-			rs = append(rs, fresh.Call(context.Background(), p))
+			rs = append(rs, fresh.RunPending(context.Background(), p))
 		}
 		res, s, err = fresh.Resume(context.Background(), s.State, rs...)
 	}
@@ -333,7 +333,7 @@ return [r, await p]`)
 		t.Fatalf("%v %s", err, clip(res))
 	}
 	later := mustNew(t, opts)
-	res, s, err = later.Resume(context.Background(), s.State, later.Call(context.Background(), s.Pending[0]))
+	res, s, err = later.Resume(context.Background(), s.State, later.RunPending(context.Background(), s.Pending[0]))
 	if err != nil || s != nil || !res.OK || l.String() != "reserve,undo reserve-1" {
 		t.Fatalf("%v %s\nledger %s", err, clip(res), l.String())
 	}

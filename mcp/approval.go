@@ -74,14 +74,14 @@ func (s *Server) roundTrip(ctx context.Context, rt *codemode.Runtime, req *mcpsd
 		res, susp, err = steps.Resume(ctx, state, func(ctx context.Context, pending *codemode.Suspended) ([]codemode.CallResult, error) {
 			var results []codemode.CallResult
 			for _, p := range pending.Pending {
-				answer, ok := req.Params.InputResponses[strconv.Itoa(p.ID)].(*mcpsdk.ElicitResult)
+				answer, ok := req.Params.InputResponses[strconv.Itoa(p.Index)].(*mcpsdk.ElicitResult)
 				switch {
 				case !ok:
 					continue // unanswered: asked again
 				case answer.Action == "accept" && answer.Content["approve"] == true:
-					results = append(results, rt.Call(ctx, p))
+					results = append(results, rt.RunPending(ctx, p))
 				default:
-					results = append(results, codemode.CallResult{ID: p.ID, Denied: deniedReason(answer.Action)})
+					results = append(results, codemode.CallResult{Index: p.Index, Denied: deniedReason(answer.Action)})
 				}
 			}
 			return results, nil
@@ -109,7 +109,7 @@ func (s *Server) roundTrip(ctx context.Context, rt *codemode.Runtime, req *mcpsd
 	}
 	requests := mcpsdk.InputRequestMap{}
 	for _, p := range susp.Pending {
-		requests[strconv.Itoa(p.ID)] = approvalRequest(p.Reason, p.Name, p.Annotations, p.Input)
+		requests[strconv.Itoa(p.Index)] = approvalRequest(p.Reason, p.Name, p.Annotations, p.Input)
 	}
 	return res, &mcpsdk.CallToolResult{InputRequests: requests, RequestState: sealed}, nil
 }
@@ -165,7 +165,7 @@ func deniedReason(action string) string {
 // elicitApproval is Options.Approve for clients without multi round-trip
 // requests: it asks the user while the run waits, or denies the call when
 // the client cannot ask.
-func (s *Server) elicitApproval(ctx context.Context, c codemode.CallRequest, question string) codemode.Decision {
+func (s *Server) elicitApproval(ctx context.Context, c codemode.Call, question string) codemode.Decision {
 	ss, _ := ctx.Value(sessionCtxKey{}).(*mcpsdk.ServerSession)
 	if ss == nil {
 		return codemode.Decision{Verdict: codemode.Deny, Reason: "it needs a person's approval, and there is no client session to ask"}

@@ -462,7 +462,7 @@ func checkServerName(name string) error {
 	if name == "" {
 		return errors.New("a server name is empty")
 	}
-	if name == codemode.SearchNamespace {
+	if name == codemode.BuiltinNamespace {
 		return fmt.Errorf("server name %q is reserved for the built-in search", name)
 	}
 	if err := codemode.CheckName(name); err != nil {

@@ -682,8 +682,8 @@ func (s *Server) acquireRun(ctx context.Context) (release func(), waited time.Du
 // when the client asked for progress, and to the log (the tool's own
 // error reaches only this hook, the program sees "Tool execution failed",
 // so the log is where an operator finds it).
-func (s *Server) onToolCallEnd(next func(context.Context, codemode.ToolCallEnd)) func(context.Context, codemode.ToolCallEnd) {
-	return func(ctx context.Context, e codemode.ToolCallEnd) {
+func (s *Server) onToolCallEnd(next func(context.Context, codemode.CallEnd)) func(context.Context, codemode.CallEnd) {
+	return func(ctx context.Context, e codemode.CallEnd) {
 		if next != nil {
 			next(ctx, e)
 		}

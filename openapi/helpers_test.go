@@ -74,7 +74,7 @@ func execute(t testing.TB, api *API, timeout time.Duration, program string) (cod
 	rt, err := codemode.New(codemode.Options{
 		Tools:   codemode.Tools{"api": api.Tools},
 		Timeout: timeout,
-		OnToolCallEnd: func(_ context.Context, e codemode.ToolCallEnd) {
+		OnToolCallEnd: func(_ context.Context, e codemode.CallEnd) {
 			if e.Err != nil {
 				mu.Lock()
 				errs = append(errs, e.Err)

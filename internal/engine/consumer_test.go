@@ -57,7 +57,7 @@ func main() {
 	}
 	second, _ := codemode.New(codemode.Options{Tools: tools, StateKey: key})
 	defer second.Close()
-	res, s, err = second.Resume(context.Background(), s.State, second.Call(context.Background(), s.Pending[0]))
+	res, s, err = second.Resume(context.Background(), s.State, second.RunPending(context.Background(), s.Pending[0]))
 	if err != nil || s != nil || !res.OK {
 		fmt.Fprintln(os.Stderr, "resume:", err, res.Error)
 		os.Exit(1)
@@ -84,7 +84,7 @@ func main() {
 	_, s, err = steps.Start(context.Background(), "await tools.$codemode.begin({ touches: [\"calc.double\"] }); return await tools.calc.double({ n: 2 })")
 	for s != nil && err == nil {
 		res, s, err = steps.Resume(context.Background(), s.State, func(ctx context.Context, s *codemode.Suspended) ([]codemode.CallResult, error) {
-			return []codemode.CallResult{third.Call(ctx, s.Pending[0])}, nil
+			return []codemode.CallResult{third.RunPending(ctx, s.Pending[0])}, nil
 		})
 	}
 	if err != nil || !res.OK {

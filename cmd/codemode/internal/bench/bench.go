@@ -266,7 +266,7 @@ for (let i = 0; ; i++) { const r = await tools.x.get({ i }); if (r.i < 0) return
 			return fmt.Errorf("suspend benchmark: the run did not suspend: %v", err)
 		}
 		p := s.Pending[0]
-		result := codemode.CallResult{ID: p.ID, Output: p.Input}
+		result := codemode.CallResult{Index: p.Index, Output: p.Input}
 		trips := make([]time.Duration, 0, c.reps)
 		for i := 0; i < c.reps+1; i++ {
 			start := time.Now()

@@ -209,7 +209,7 @@ func (s *sourceFlags) fixedTools(logger *slog.Logger) (codemode.Tools, error) {
 		if ns == "" {
 			ns = api.Namespace
 		}
-		if err := codemode.CheckName(ns); err != nil || ns == codemode.SearchNamespace {
+		if err := codemode.CheckName(ns); err != nil || ns == codemode.BuiltinNamespace {
 			return nil, fmt.Errorf("--openapi %s: %q is not a usable namespace; give one with PATH=namespace", path, ns)
 		}
 		if tools, err = codemode.Merge(tools, codemode.Tools{ns: api.Tools}); err != nil {

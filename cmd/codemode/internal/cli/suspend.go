@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/codemode-go/codemode"
 	"github.com/codemode-go/codemode/internal/secret"
@@ -190,12 +191,6 @@ func settle(dir, cmd string, res codemode.Result, s *codemode.Suspended, err err
 		fmt.Fprintf(stderr, "codemode %s: %v\n", cmd, err)
 		return exitFailure
 	}
-	type pendingOut struct {
-		ID     int             `json:"id"`
-		Name   string          `json:"name"`
-		Input  json.RawMessage `json:"input"`
-		Reason string          `json:"reason,omitempty"`
-	}
 	out := struct {
 		Suspended  bool         `json:"suspended"`
 		RunID      string       `json:"runId"`
@@ -207,8 +202,8 @@ func settle(dir, cmd string, res codemode.Result, s *codemode.Suspended, err err
 	}{true, s.RunID, s.Step, dir, len(s.State), []pendingOut{}, res.ToolCalls}
 	var ids []string
 	for _, p := range s.Pending {
-		out.Pending = append(out.Pending, pendingOut{p.ID, p.Name, shown(p.Input), p.Reason})
-		ids = append(ids, strconv.Itoa(p.ID))
+		out.Pending = append(out.Pending, pendingFile(p))
+		ids = append(ids, strconv.Itoa(p.Index))
 	}
 	if err := writeJSON(stdout, out, pretty); err != nil {
 		fmt.Fprintf(stderr, "codemode %s: %v\n", cmd, err)
@@ -229,13 +224,21 @@ func plural(n int, what string) string {
 	return strconv.Itoa(n) + " " + what + "s"
 }
 
-// shown is an input as people are shown it: canonical JSON, in which no
-// key order, padding or invisible character hides a part of it.
-func shown(input json.RawMessage) json.RawMessage {
-	if c, err := codemode.CanonicalJSON(input); err == nil {
-		return c
-	}
-	return input
+// pendingOut is a pending call as the command line shows it, on standard
+// output and in DIR/pending/ID.json: its id (what --run and --deny
+// take), and its input as a person is shown it.
+type pendingOut struct {
+	ID          int                   `json:"id"`
+	Name        string                `json:"name"`
+	Path        []string              `json:"path"`
+	Input       json.RawMessage       `json:"input"`
+	Annotations *codemode.Annotations `json:"annotations,omitempty"`
+	Reason      string                `json:"reason,omitempty"`
+	Deadline    time.Time             `json:"deadline,omitzero"`
+}
+
+func pendingFile(p codemode.PendingCall) pendingOut {
+	return pendingOut{ID: p.Index, Name: p.Name, Path: p.Path, Input: p.Shown(), Annotations: p.Annotations, Reason: p.Reason, Deadline: p.Deadline}
 }
 
 // writePending replaces the pending files with the run's pending calls.
@@ -248,8 +251,7 @@ func writePending(dir string, pending []codemode.PendingCall) error {
 		return err
 	}
 	for _, p := range pending {
-		p.Input = shown(p.Input)
-		if err := writeFileAtomic(filepath.Join(pd, strconv.Itoa(p.ID)+".json"), mustJSON(p)); err != nil {
+		if err := writeFileAtomic(filepath.Join(pd, strconv.Itoa(p.Index)+".json"), mustJSON(pendingFile(p))); err != nil {
 			return err
 		}
 	}
@@ -450,7 +452,7 @@ func resumeCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	pending := map[int]bool{}
 	for _, p := range s.Pending {
-		pending[p.ID] = true
+		pending[p.Index] = true
 	}
 	for _, set := range []*idSet{&run, &deny} {
 		for id := range set.ids {
@@ -470,7 +472,7 @@ func resumeCmd(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		if ok {
-			answers[p.ID] = r
+			answers[p.Index] = r
 		}
 	}
 	if len(answers) == 0 && s.NextTimer == 0 && s.Deadline.IsZero() {
@@ -482,15 +484,15 @@ func resumeCmd(args []string, stdout, stderr io.Writer) int {
 	res, next, err := codemode.Steps{Runtime: rt, Runs: runs}.Resume(ctx, state, func(ctx context.Context, s *codemode.Suspended) ([]codemode.CallResult, error) {
 		var results []codemode.CallResult
 		for _, p := range s.Pending {
-			r, ok := answers[p.ID]
+			r, ok := answers[p.Index]
 			if !ok {
 				continue
 			}
-			if r.ID < 0 { // --run: the call is made now
-				r = rt.Call(ctx, p)
+			if r.Index < 0 { // --run: the call is made now
+				r = rt.RunPending(ctx, p)
 			}
 			results = append(results, r)
-			answered = append(answered, p.ID)
+			answered = append(answered, p.Index)
 		}
 		return results, nil
 	})
@@ -513,11 +515,11 @@ func resumeCmd(args []string, stdout, stderr io.Writer) int {
 // (--deny), or written in DIR/results/ID.json. ok is false when there is
 // none.
 func answer(dir string, p codemode.PendingCall, run, deny *idSet, denyMessage string) (codemode.CallResult, bool, error) {
-	name := filepath.Join(dir, resultsDir, strconv.Itoa(p.ID)+".json")
+	name := filepath.Join(dir, resultsDir, strconv.Itoa(p.Index)+".json")
 	b, err := readAnswer(name)
 	switch {
-	case err == nil && (run.has(p.ID) || deny.has(p.ID)):
-		return codemode.CallResult{}, false, fmt.Errorf("call %d has an answer in %s and a --run or --deny", p.ID, name)
+	case err == nil && (run.has(p.Index) || deny.has(p.Index)):
+		return codemode.CallResult{}, false, fmt.Errorf("call %d has an answer in %s and a --run or --deny", p.Index, name)
 	case err == nil:
 		var a struct {
 			Output *json.RawMessage `json:"output"`
@@ -527,15 +529,15 @@ func answer(dir string, p codemode.PendingCall, run, deny *idSet, denyMessage st
 			return codemode.CallResult{}, false, fmt.Errorf(`%s: want {"output": VALUE} or {"error": "message"}`, name)
 		}
 		if a.Error != nil {
-			return codemode.CallResult{ID: p.ID, Err: codemode.ToolError(*a.Error)}, true, nil
+			return codemode.CallResult{Index: p.Index, Err: codemode.ToolError(*a.Error)}, true, nil
 		}
-		return codemode.CallResult{ID: p.ID, Output: *a.Output}, true, nil
+		return codemode.CallResult{Index: p.Index, Output: *a.Output}, true, nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return codemode.CallResult{}, false, err
-	case run.has(p.ID):
-		return codemode.CallResult{ID: -1}, true, nil
-	case deny.has(p.ID):
-		return codemode.CallResult{ID: p.ID, Denied: denyMessage}, true, nil
+	case run.has(p.Index):
+		return codemode.CallResult{Index: -1}, true, nil
+	case deny.has(p.Index):
+		return codemode.CallResult{Index: p.Index, Denied: denyMessage}, true, nil
 	}
 	return codemode.CallResult{}, false, nil
 }
@@ -568,7 +570,7 @@ func readAnswer(name string) ([]byte, error) {
 func pendingList(pending []codemode.PendingCall) string {
 	var out []string
 	for _, p := range pending {
-		out = append(out, fmt.Sprintf("%d %s", p.ID, p.Name))
+		out = append(out, fmt.Sprintf("%d %s", p.Index, p.Name))
 	}
 	if out == nil {
 		return "none"
