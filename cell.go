@@ -15,16 +15,16 @@ import (
 // on after its caller stops waiting: Start begins it and returns its id,
 // and Wait collects what it printed since the last Wait and, once it has
 // ended, its Result. Wait sleeps until there is something to say — the
-// run ended, or it printed CellYieldBytes — or its timeout passes; it
-// never polls.
+// run ended, or it printed YieldBytes — or its timeout passes; it never
+// polls.
 
 // Errors of cells.
 var (
 	// ErrNoCell: no cell has the id (it never existed, its Result was
 	// collected, or it expired).
 	ErrNoCell = errors.New("codemode: no such cell")
-	// ErrTooManyCells: the session has MaxCellsPerSession cells whose
-	// Result has not been collected.
+	// ErrTooManyCells: the session has CellOptions.MaxPerSession cells
+	// whose Result has not been collected.
 	ErrTooManyCells = errors.New("codemode: too many cells in this session")
 )
 
@@ -68,19 +68,68 @@ type cellOptions struct{ onEnd func() }
 // is collected): a host that counts runs in flight releases its count.
 func OnCellEnd(f func()) CellOption { return func(o *cellOptions) { o.onEnd = f } }
 
-type cellTable struct {
-	mu    sync.Mutex
-	cells map[string]*cell
-	count map[string]int // cells by session
+// CellOptions configure Cells. The zero value of every field means its
+// documented default.
+type CellOptions struct {
+	// MaxPerSession bounds the cells of one session (WithSession; runs
+	// without one share a session) whose Result has not been collected.
+	// Zero means DefaultMaxCellsPerSession.
+	MaxPerSession int
+
+	// IdleTimeout ends a cell nobody has waited for in this long, and
+	// forgets it. Zero means DefaultCellIdleTimeout.
+	IdleTimeout time.Duration
+
+	// YieldBytes is how much a cell prints before a Wait returns with it
+	// (the run goes on). Zero means DefaultCellYieldBytes.
+	YieldBytes int
 }
 
-// Start runs code in a cell: the run goes on after Start returns, until
-// it ends, its cell is cancelled, it expires (nobody waited for it for
-// CellIdleTimeout), or the Runtime is closed. The run's context keeps
+// Defaults for zero CellOptions fields.
+const (
+	DefaultMaxCellsPerSession = 8
+	DefaultCellIdleTimeout    = 10 * time.Minute
+	DefaultCellYieldBytes     = 4096
+)
+
+// Cells keeps cells: runs that go on after their caller stops waiting,
+// whatever Runtime each runs on, so a host that replaces its Runtime (new
+// tools) keeps one Cells, and its cells with it. It is safe for
+// concurrent use.
+type Cells struct {
+	opts CellOptions
+
+	mu     sync.Mutex
+	cells  map[string]*cell
+	count  map[string]int // cells by session
+	closed bool
+}
+
+// NewCells makes a Cells. Negative options are an error
+// (ErrInvalidOptions).
+func NewCells(opts CellOptions) (*Cells, error) {
+	if opts.MaxPerSession < 0 || opts.IdleTimeout < 0 || opts.YieldBytes < 0 {
+		return nil, fmt.Errorf("%w: CellOptions may not be negative", ErrInvalidOptions)
+	}
+	if opts.MaxPerSession == 0 {
+		opts.MaxPerSession = DefaultMaxCellsPerSession
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultCellIdleTimeout
+	}
+	if opts.YieldBytes == 0 {
+		opts.YieldBytes = DefaultCellYieldBytes
+	}
+	return &Cells{opts: opts, cells: map[string]*cell{}, count: map[string]int{}}, nil
+}
+
+// Start runs code on rt in a cell: the run goes on after Start returns,
+// until it ends, its cell is cancelled, it expires (nobody waited for it
+// for IdleTimeout), or rt or the Cells is closed. The run's context keeps
 // ctx's values (the session, a trace) but not its end. It returns the
 // cell's id, ErrTooManyCells when ctx's session (WithSession) has
-// MaxCellsPerSession cells already, or ErrClosed.
-func (rt *Runtime) Start(ctx context.Context, code string, opts ...CellOption) (string, error) {
+// MaxPerSession cells already, or ErrClosed.
+func (cs *Cells) Start(ctx context.Context, rt *Runtime, code string, opts ...CellOption) (string, error) {
 	var co cellOptions
 	for _, o := range opts {
 		o(&co)
@@ -90,29 +139,30 @@ func (rt *Runtime) Start(ctx context.Context, code string, opts ...CellOption) (
 	}
 	session := sessionOf(ctx)
 	c := &cell{id: "c-" + newRunID()[:16], session: session, news: make(chan struct{})}
-	t := &rt.cellTab
-	t.mu.Lock()
-	if t.count[session] >= rt.opts.MaxCellsPerSession {
-		t.mu.Unlock()
-		return "", fmt.Errorf("%w: %d cells have not been collected; Wait for them or Cancel them", ErrTooManyCells, rt.opts.MaxCellsPerSession)
+	cs.mu.Lock()
+	switch {
+	case cs.closed:
+		cs.mu.Unlock()
+		return "", ErrClosed
+	case cs.count[session] >= cs.opts.MaxPerSession:
+		cs.mu.Unlock()
+		return "", fmt.Errorf("%w: %d cells have not been collected; Wait for them or Cancel them", ErrTooManyCells, cs.opts.MaxPerSession)
 	}
-	if t.cells == nil {
-		t.cells, t.count = map[string]*cell{}, map[string]int{}
-	}
-	t.cells[c.id] = c
-	t.count[session]++
-	t.mu.Unlock()
+	cs.cells[c.id] = c
+	cs.count[session]++
+	cs.mu.Unlock()
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.cancel = cancel
-	c.idle = time.AfterFunc(rt.opts.CellIdleTimeout, func() { rt.expireCell(c) })
+	c.idle = time.AfterFunc(cs.opts.IdleTimeout, func() { cs.expire(c) })
+	runCtx = WithLogListener(runCtx, func(line string) { c.print(line, cs.opts.YieldBytes) })
 	started := make(chan struct{})
 	go func() {
 		defer cancel()
 		if co.onEnd != nil {
 			defer co.onEnd()
 		}
-		res, err := rt.executeLogged(runCtx, code, started, func(line string) { c.print(line, rt.opts.CellYieldBytes) })
+		res, err := rt.executeLogged(runCtx, code, started)
 		c.mu.Lock()
 		c.done, c.res, c.err = true, res, err
 		c.wake()
@@ -122,32 +172,19 @@ func (rt *Runtime) Start(ctx context.Context, code string, opts ...CellOption) (
 	return c.id, nil
 }
 
-// executeLogged is Execute with a log listener (nil for none); started,
-// when not nil, is closed once the run is registered with the Runtime (or
-// refused).
-func (rt *Runtime) executeLogged(ctx context.Context, code string, started chan struct{}, onLog func(string)) (Result, error) {
-	var tel *runTelemetry
-	if rt.tel != nil {
-		ctx, tel = rt.tel.startRun(ctx, code)
+// Close cancels every cell (their Waits return partial Results) and
+// refuses new ones.
+func (cs *Cells) Close() {
+	cs.mu.Lock()
+	cs.closed = true
+	var all []*cell
+	for _, c := range cs.cells {
+		all = append(all, c)
 	}
-	runCtx, done, err := rt.enter(ctx)
-	if started != nil {
-		close(started)
+	cs.mu.Unlock()
+	for _, c := range all {
+		c.cancel()
 	}
-	if err != nil {
-		res := Result{ToolCalls: []ToolCall{}}
-		if tel != nil {
-			tel.end(res, err)
-		}
-		return res, err
-	}
-	defer done()
-	res, err := rt.execute(runCtx, code, onLog)
-	err = rt.interruption(ctx, runCtx, err)
-	if tel != nil {
-		tel.end(res, err)
-	}
-	return res, err
 }
 
 // print collects a line and wakes a waiter once threshold bytes are
@@ -170,18 +207,18 @@ func (c *cell) wake() {
 
 // Wait returns the cell's news: the lines it printed since the last Wait,
 // and its Result once it has ended. It returns as soon as the run ends or
-// has printed CellYieldBytes since the last Wait, else when timeout
+// has printed YieldBytes since the last Wait, else when timeout
 // passes (with what there is, possibly nothing; zero or less means no
 // timeout) or ctx ends (with ctx's error). Each Wait restarts the cell's
 // idle expiry. A cell belongs to the session that started it (the
 // session of Start's ctx, see WithSession): from any other, Wait returns
 // ErrNoCell, as if there were no such cell.
-func (rt *Runtime) Wait(ctx context.Context, id string, timeout time.Duration) (CellUpdate, error) {
-	c := rt.cell(sessionOf(ctx), id)
+func (cs *Cells) Wait(ctx context.Context, id string, timeout time.Duration) (CellUpdate, error) {
+	c := cs.cell(sessionOf(ctx), id)
 	if c == nil {
 		return CellUpdate{ID: id}, fmt.Errorf("%w: %s", ErrNoCell, id)
 	}
-	c.idle.Reset(rt.opts.CellIdleTimeout)
+	c.idle.Reset(cs.opts.IdleTimeout)
 	var timer <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
@@ -190,7 +227,7 @@ func (rt *Runtime) Wait(ctx context.Context, id string, timeout time.Duration) (
 	}
 	for {
 		c.mu.Lock()
-		if c.done || c.logBytes >= rt.opts.CellYieldBytes {
+		if c.done || c.logBytes >= cs.opts.YieldBytes {
 			break
 		}
 		news := c.news
@@ -212,18 +249,18 @@ func (rt *Runtime) Wait(ctx context.Context, id string, timeout time.Duration) (
 	if c.done {
 		res := c.res
 		u.Result, u.Err = &res, c.err
-		rt.dropCell(c)
+		cs.drop(c)
 		return u, nil
 	}
-	c.idle.Reset(rt.opts.CellIdleTimeout)
+	c.idle.Reset(cs.opts.IdleTimeout)
 	return u, nil
 }
 
 // Cancel stops a cell's run; its last Wait returns the partial Result
 // with ctx.Canceled. As with Wait, only the cell's own session (ctx's)
 // can cancel it.
-func (rt *Runtime) Cancel(ctx context.Context, id string) error {
-	c := rt.cell(sessionOf(ctx), id)
+func (cs *Cells) Cancel(ctx context.Context, id string) error {
+	c := cs.cell(sessionOf(ctx), id)
 	if c == nil {
 		return fmt.Errorf("%w: %s", ErrNoCell, id)
 	}
@@ -232,33 +269,31 @@ func (rt *Runtime) Cancel(ctx context.Context, id string) error {
 }
 
 // cell finds a cell of a session.
-func (rt *Runtime) cell(session, id string) *cell {
-	t := &rt.cellTab
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if c := t.cells[id]; c != nil && c.session == session {
+func (cs *Cells) cell(session, id string) *cell {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if c := cs.cells[id]; c != nil && c.session == session {
 		return c
 	}
 	return nil
 }
 
-// dropCell forgets a cell (its Result was collected, or it expired).
-func (rt *Runtime) dropCell(c *cell) {
-	t := &rt.cellTab
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.cells[c.id] != c {
+// drop forgets a cell (its Result was collected, or it expired).
+func (cs *Cells) drop(c *cell) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.cells[c.id] != c {
 		return
 	}
-	delete(t.cells, c.id)
-	if t.count[c.session]--; t.count[c.session] == 0 {
-		delete(t.count, c.session)
+	delete(cs.cells, c.id)
+	if cs.count[c.session]--; cs.count[c.session] == 0 {
+		delete(cs.count, c.session)
 	}
 	c.idle.Stop()
 }
 
-// expireCell ends a cell nobody waited for in CellIdleTimeout.
-func (rt *Runtime) expireCell(c *cell) {
+// expire ends a cell nobody waited for in IdleTimeout.
+func (cs *Cells) expire(c *cell) {
 	c.cancel()
-	rt.dropCell(c)
+	cs.drop(c)
 }

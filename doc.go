@@ -25,9 +25,10 @@
 //     runs each step once over a run store (package store).
 //   - [Options.Policy]: allow, deny or ask about every call, inside
 //     transactions too, by the tools' [Annotations] or their names
-//     ([Rules]); whoever approves sees the whole input ([CanonicalJSON]).
-//   - [Runtime.Start] and [Runtime.Wait]: cells, runs that go on after
-//     their caller stops waiting.
+//     ([Rules]); whoever approves sees the whole input ([Call.Shown]).
+//   - [Cells]: runs that go on after their caller stops waiting, on any
+//     Runtime; [WithLogListener] follows any run's console as it is
+//     written.
 //   - [Options.Store]: values a session's programs keep from one run to
 //     the next; tools.$codemode.begin and commit group calls into a
 //     transaction that is undone ([Tool].Compensate) when the run fails.

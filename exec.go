@@ -89,8 +89,8 @@ func (rt *Runtime) limits() limits {
 		MaxMemoryBytes: o.MaxMemoryBytes, CountAway: o.TimeoutIncludesSuspended}
 }
 
-func (rt *Runtime) execute(ctx context.Context, code string, onLog func(string)) (Result, error) {
-	ex, sr, early, err := rt.start(ctx, code, false, onLog)
+func (rt *Runtime) execute(ctx context.Context, code string) (Result, error) {
+	ex, sr, early, err := rt.start(ctx, code, false)
 	if early != nil {
 		return *early, err
 	}
@@ -101,7 +101,7 @@ func (rt *Runtime) execute(ctx context.Context, code string, onLog func(string))
 // for Resume. early is set when the run ended before it reached the
 // sandbox (it did not compile, or the sandbox refused it): it is the
 // Result, with err.
-func (rt *Runtime) start(ctx context.Context, code string, hold bool, onLog func(string)) (ex *execution, sr sandbox.Result, early *Result, err error) {
+func (rt *Runtime) start(ctx context.Context, code string, hold bool) (ex *execution, sr sandbox.Result, early *Result, err error) {
 	// The run's time starts now: checking and compiling count against it.
 	var deadline time.Time
 	if rt.opts.Timeout > 0 {
@@ -133,9 +133,6 @@ func (rt *Runtime) start(ctx context.Context, code string, hold bool, onLog func
 	ex.deadline = deadline
 	req := ex.request(deadline)
 	req.Program, req.Fallback = program, src.fallback
-	if onLog != nil {
-		req.OnLog = func(l sandbox.Log) { onLog(l.Text) }
-	}
 	if sr, err = rt.sb.Run(ctx, req); err != nil {
 		return nil, sr, &Result{Error: &Diagnostic{Kind: ExecutionFailure, Message: err.Error()}, ToolCalls: []ToolCall{}}, err
 	}
@@ -186,6 +183,9 @@ func (ex *execution) request(deadline time.Time) sandbox.Request {
 	}
 	if ex.hold {
 		req.MaxStateBytes, req.StateRoom = ex.rt.opts.MaxStateBytes, stateRoom(ex.src.code)
+	}
+	if f := logListener(ex.ctx); f != nil {
+		req.OnLog = func(l sandbox.Log) { f(l.Text) }
 	}
 	if b, limited := outputBudget(ex.lim.MaxOutputBytes); limited {
 		// One byte over the budget tells the two cases apart; the cut

@@ -100,19 +100,6 @@ type Options struct {
 	// in this process's memory; nil means programs keep nothing.
 	Store Store
 
-	// MaxCellsPerSession bounds the cells (see Runtime.Start) of one
-	// session (WithSession; runs without one share a session) whose
-	// Result has not been collected. Zero means 8.
-	MaxCellsPerSession int
-
-	// CellIdleTimeout ends a cell nobody has waited for in this long, and
-	// forgets it. Zero means 10 minutes.
-	CellIdleTimeout time.Duration
-
-	// CellYieldBytes is how much a cell prints before a Wait returns with
-	// it (the run goes on). Zero means 4,096 bytes.
-	CellYieldBytes int
-
 	// CatalogBudget is the estimated tokens (characters / 4) of tool
 	// signatures that Instructions inlines; the tools that do not fit are
 	// found with tools.$codemode.search. Zero means 2,000; a negative value
@@ -251,10 +238,6 @@ const MinStateKeyBytes = 32
 
 // Defaults for zero Options fields.
 const (
-	DefaultMaxCellsPerSession = 8
-	DefaultCellIdleTimeout    = 10 * time.Minute
-	DefaultCellYieldBytes     = 4096
-
 	DefaultMaxAskInputBytes  = 8 << 10
 	DefaultCompensationGrace = 5 * time.Second
 
@@ -293,18 +276,6 @@ func (o *Options) normalize() error {
 	}
 	if o.StateKey != nil && len(o.StateKey) < MinStateKeyBytes {
 		return bad("StateKey has %d bytes; it needs at least %d", len(o.StateKey), MinStateKeyBytes)
-	}
-	if o.MaxCellsPerSession < 0 || o.CellIdleTimeout < 0 || o.CellYieldBytes < 0 {
-		return bad("MaxCellsPerSession, CellIdleTimeout and CellYieldBytes may not be negative")
-	}
-	if o.MaxCellsPerSession == 0 {
-		o.MaxCellsPerSession = DefaultMaxCellsPerSession
-	}
-	if o.CellIdleTimeout == 0 {
-		o.CellIdleTimeout = DefaultCellIdleTimeout
-	}
-	if o.CellYieldBytes == 0 {
-		o.CellYieldBytes = DefaultCellYieldBytes
 	}
 	if o.MaxAskInputBytes < 0 || o.CompensationGrace < 0 {
 		return bad("MaxAskInputBytes and CompensationGrace may not be negative")

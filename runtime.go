@@ -28,8 +28,6 @@ type Runtime struct {
 	sumOnce sync.Once
 	sum     string // treeSum
 
-	cellTab cellTable
-
 	// closing ends every run when Close is called.
 	closing context.Context
 	close   context.CancelFunc
@@ -89,7 +87,49 @@ func (rt *Runtime) Execute(ctx context.Context, code string) (Result, error) {
 	if rt.isClosed() {
 		return Result{ToolCalls: []ToolCall{}}, ErrClosed
 	}
-	return rt.executeLogged(ctx, code, nil, nil)
+	return rt.executeLogged(ctx, code, nil)
+}
+
+// executeLogged is Execute; started, when not nil, is closed once the
+// run is registered with the Runtime (or refused).
+func (rt *Runtime) executeLogged(ctx context.Context, code string, started chan struct{}) (Result, error) {
+	var tel *runTelemetry
+	if rt.tel != nil {
+		ctx, tel = rt.tel.startRun(ctx, code)
+	}
+	runCtx, done, err := rt.enter(ctx)
+	if started != nil {
+		close(started)
+	}
+	if err != nil {
+		res := Result{ToolCalls: []ToolCall{}}
+		if tel != nil {
+			tel.end(res, err)
+		}
+		return res, err
+	}
+	defer done()
+	res, err := rt.execute(runCtx, code)
+	err = rt.interruption(ctx, runCtx, err)
+	if tel != nil {
+		tel.end(res, err)
+	}
+	return res, err
+}
+
+type logKey struct{}
+
+// WithLogListener returns a context whose runs — Execute,
+// ExecuteSuspendable and Resume — call f with each console line the run
+// keeps, as it is written (a resumed run's new lines only). f runs on the
+// run's goroutine and must not block.
+func WithLogListener(ctx context.Context, f func(line string)) context.Context {
+	return context.WithValue(ctx, logKey{}, f)
+}
+
+func logListener(ctx context.Context) func(string) {
+	f, _ := ctx.Value(logKey{}).(func(string))
+	return f
 }
 
 func (rt *Runtime) isClosed() bool {

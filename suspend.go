@@ -178,7 +178,7 @@ func (rt *Runtime) ExecuteSuspendable(ctx context.Context, code string) (Result,
 		return tel.end(Result{ToolCalls: []ToolCall{}}, nil, err)
 	}
 	defer done()
-	ex, sr, early, err := rt.start(runCtx, code, true, nil)
+	ex, sr, early, err := rt.start(runCtx, code, true)
 	if early != nil {
 		return tel.end(*early, nil, rt.interruption(ctx, runCtx, err))
 	}

@@ -97,7 +97,7 @@ func (s *Server) startCell(ctx context.Context, rt *codemode.Runtime, args json.
 	if r := *release; r != nil {
 		opts = append(opts, codemode.OnCellEnd(r))
 	}
-	id, err := rt.Start(ctx, code, opts...)
+	id, err := s.cellTab.Start(ctx, rt, code, opts...)
 	if err != nil {
 		if errors.Is(err, codemode.ErrTooManyCells) {
 			return codemode.Result{Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: err.Error()},
@@ -107,8 +107,8 @@ func (s *Server) startCell(ctx context.Context, rt *codemode.Runtime, args json.
 	}
 	*release = nil // the cell has the slot now
 	session := s.sessionOf(ctx)
-	s.trackCell(session, id, rt)
-	res, running, err := s.collect(ctx, rt, id, yield, true)
+	s.trackCell(session, id)
+	res, running, err := s.collect(ctx, id, yield, true)
 	if running == nil {
 		s.untrackCell(session, id)
 	}
@@ -119,7 +119,7 @@ func (s *Server) startCell(ctx context.Context, rt *codemode.Runtime, args json.
 // with the running answer and the lines it printed meanwhile. first marks
 // execute's own wait: a request that ends then cancels the cell, whose id
 // the client never got.
-func (s *Server) collect(ctx context.Context, rt *codemode.Runtime, id string, timeout time.Duration, first bool) (codemode.Result, *mcpsdk.CallToolResult, error) {
+func (s *Server) collect(ctx context.Context, id string, timeout time.Duration, first bool) (codemode.Result, *mcpsdk.CallToolResult, error) {
 	deadline := time.Now().Add(timeout)
 	var logs []string
 	for {
@@ -129,10 +129,10 @@ func (s *Server) collect(ctx context.Context, rt *codemode.Runtime, id string, t
 		} else if left <= 0 {
 			break
 		}
-		u, err := rt.Wait(ctx, id, left)
+		u, err := s.cellTab.Wait(ctx, id, left)
 		if err != nil {
 			if first {
-				_ = rt.Cancel(ctx, id)
+				_ = s.cellTab.Cancel(ctx, id)
 			}
 			return codemode.Result{ToolCalls: []codemode.ToolCall{}}, nil, err
 		}
@@ -179,16 +179,7 @@ func (s *Server) wait(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcpsdk
 		ctx = codemode.WithSession(ctx, s.sessionName(req.Session))
 		s.watch(req.Session)
 	}
-	var res codemode.Result
-	var running *mcpsdk.CallToolResult
-	var err error
-	// The cell may belong to a runtime SetTools has retired meanwhile.
-	for _, rt := range s.runtimes() {
-		res, running, err = s.collect(ctx, rt, in.CellID, timeout, false)
-		if !errors.Is(err, codemode.ErrNoCell) {
-			break
-		}
-	}
+	res, running, err := s.collect(ctx, in.CellID, timeout, false)
 	if running == nil && req.Session != nil {
 		s.untrackCell(s.sessionName(req.Session), in.CellID)
 	}
@@ -201,15 +192,4 @@ func (s *Server) wait(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcpsdk
 			ToolCalls: []codemode.ToolCall{}}), nil
 	}
 	return toolResult(res), nil
-}
-
-// runtimes are the current runtime and those still draining.
-func (s *Server) runtimes() []*codemode.Runtime {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := []*codemode.Runtime{s.rt}
-	for rt := range s.draining {
-		out = append(out, rt)
-	}
-	return out
 }

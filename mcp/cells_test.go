@@ -31,7 +31,7 @@ return n`
 // TestServerCells: execute answers after its yield time with a cell id
 // while the program goes on; wait collects the rest, then the Result.
 func TestServerCells(t *testing.T) {
-	srv, err := NewServer(ServerOptions{Runtime: codemode.Options{Tools: pager(), Timeout: 20 * time.Second, CellYieldBytes: 1 << 20}, Cells: true, MaxRuns: 1})
+	srv, err := NewServer(ServerOptions{Runtime: codemode.Options{Tools: pager(), Timeout: 20 * time.Second}, Cells: true, CellOptions: codemode.CellOptions{YieldBytes: 1 << 20}, MaxRuns: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +49,13 @@ func TestServerCells(t *testing.T) {
 	seen := len(sc["logs"].([]any))
 	if seen >= 30 {
 		t.Fatalf("the first answer has %d of 30 lines", seen)
+	}
+	// The tools change while the cell runs: the cell goes on, and wait
+	// still finds it.
+	more := pager()
+	more["extra"] = codemode.Tools{"noop": codemode.Tool{Run: func(context.Context, json.RawMessage) (any, error) { return 1, nil }}}
+	if err := srv.SetTools(more); err != nil {
+		t.Fatal(err)
 	}
 	// With the one run slot held by the cell, another program waits.
 	done := make(chan map[string]any, 1)

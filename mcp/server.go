@@ -76,6 +76,12 @@ type ServerOptions struct {
 	// most runs end within one call (RATIONALE.md, "Why is wait a tool of
 	// its own, and off by default?").
 	Cells bool
+
+	// CellOptions bound the cells when Cells is set: per session, how many
+	// may wait to be collected, how long one nobody waits for lives, and
+	// how much it prints before wait answers. Zero values are codemode's
+	// defaults.
+	CellOptions codemode.CellOptions
 }
 
 // Defaults for zero ServerOptions fields. Every open session costs memory
@@ -108,11 +114,14 @@ type Server struct {
 	// so that a client ending its session stops its runs.
 	runsMu sync.Mutex
 	runs   map[string]map[*context.CancelFunc]struct{}
-	cells  map[string]map[string]*codemode.Runtime // cell ids by session name
-	parked map[string]map[string]bool              // ids of runs waiting for approval, by session name
+	cells  map[string]map[string]bool // cell ids by session name
+	parked map[string]map[string]bool // ids of runs waiting for approval, by session name
 
 	// steps fences the steps of runs waiting for approval (ServerOptions.Runs).
 	steps store.Runs
+	// cellTab keeps the cells of every runtime the server has had, so
+	// that a cell outlives a tool-tree change (nil without Cells).
+	cellTab *codemode.Cells
 	// watched are the sessions whose end is awaited, to free what they
 	// hold (watch).
 	watched sync.Map
@@ -165,6 +174,11 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		Capabilities: &mcpsdk.ServerCapabilities{Tools: &mcpsdk.ToolCapabilities{ListChanged: true}},
 	})
 	if opts.Cells {
+		cells, err := codemode.NewCells(opts.CellOptions)
+		if err != nil {
+			return nil, err
+		}
+		s.cellTab = cells
 		s.mcp.AddTool(waitToolDef(), s.wait)
 	}
 	if err := s.SetTools(opts.Runtime.Tools); err != nil {
@@ -297,8 +311,8 @@ func (s *Server) cancelSession(session string) {
 	s.runsMu.Unlock()
 	// The session's cells go with it: nobody can wait for them any more.
 	ctx := codemode.WithSession(context.Background(), session)
-	for id, rt := range cells {
-		_ = rt.Cancel(ctx, id)
+	for id := range cells {
+		_ = s.cellTab.Cancel(ctx, id)
 	}
 	// Its approvals can no longer be answered: the request states are
 	// bound to it.
@@ -362,13 +376,13 @@ func (s *Server) untrackParked(session, runID string) {
 
 // trackCell registers a cell under its session, so that the session
 // ending stops it; untrackCell forgets it once its Result is collected.
-func (s *Server) trackCell(session, id string, rt *codemode.Runtime) {
+func (s *Server) trackCell(session, id string) {
 	if session == "" {
 		return
 	}
 	s.runsMu.Lock()
 	defer s.runsMu.Unlock()
-	putNested(&s.cells, session, id, rt)
+	putNested(&s.cells, session, id, true)
 }
 
 func (s *Server) untrackCell(session, id string) {
@@ -506,6 +520,9 @@ func (s *Server) Close() error {
 		old = append(old, r)
 	}
 	s.mu.Unlock()
+	if s.cellTab != nil {
+		s.cellTab.Close()
+	}
 	err := rt.Close()
 	for _, r := range old {
 		_ = r.Close()
