@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/codemode-go/codemode/internal/sandbox"
@@ -46,23 +45,14 @@ func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
 		return nil, err
 	}
 	a := &admitted{Call: Call{Path: c.Path, Input: c.Input, RunID: ex.runID, Session: ex.session}, host: entry != nil}
-	var touches []string
-	switch {
-	case builtin == "search":
-		if err := validateSearch(c.Input); err != nil {
-			return nil, invalidInput(c.Path, err)
-		}
-		a.Name, a.run = BuiltinNamespace+".search", ex.rt.searchTool
-	case builtin == "begin" || builtin == "commit" || builtin == "rollback":
-		if builtin == "begin" {
-			if touches, err = ex.rt.parseTouches(c.Input); err != nil {
+	if builtin != nil {
+		if builtin.check != nil {
+			if err := builtin.check(ex.rt, c.Input); err != nil {
 				return nil, invalidInput(c.Path, err)
 			}
 		}
-		a.Name, a.free = BuiltinNamespace+"."+builtin, true
-	case builtin != "":
-		a.Name, a.run = BuiltinNamespace+"."+builtin, ex.rt.stateTool(builtin, ex.session)
-	default:
+		a.Name, a.free = BuiltinNamespace+"."+builtin.name, builtin.transaction
+	} else {
 		if err := validateInput(entry, c); err != nil {
 			return nil, err
 		}
@@ -71,14 +61,14 @@ func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
 	if a.Index, err = ex.reserve(a); err != nil {
 		return nil, err
 	}
-	if builtin == "begin" || builtin == "commit" || builtin == "rollback" {
-		a.run = ex.txTool(builtin, a.Index)
-	}
 	d := Decision{Verdict: Allow}
 	switch {
-	case builtin == "begin":
-		d = ex.judgeBegin(a, touches)
-	case a.host:
+	case builtin != nil:
+		a.run = builtin.serve(ex, a.Index)
+		if builtin.name == "begin" {
+			d = ex.judgeBegin(a)
+		}
+	default:
 		if a.tx, err = ex.txFor(a.Name, a.Path); err != nil {
 			ex.deny(a.Index, len(a.Input))
 			return nil, &sandbox.CallError{Kind: string(ToolFailure), Message: err.Error()}
@@ -88,19 +78,19 @@ func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
 	return ex.decided(c.ID, a, d)
 }
 
-// target finds what a call calls: a built-in (its name) or a host tool.
-func (ex *execution) target(c sandbox.Call) (builtin string, entry *toolEntry, err error) {
-	if len(c.Path) == 2 && c.Path[0] == BuiltinNamespace && ex.rt.builtin(c.Path[1]) {
-		return c.Path[1], nil, nil
+// target finds what a call calls: a built-in or a host tool.
+func (ex *execution) target(c sandbox.Call) (builtin *builtinTool, entry *toolEntry, err error) {
+	if b := ex.rt.builtin(c.Path); b != nil {
+		return b, nil, nil
 	}
 	key := c.Key
 	if key == "" {
 		key = pathKey(c.Path)
 	}
 	if entry = ex.rt.index[key]; entry == nil {
-		return "", nil, &sandbox.CallError{Kind: string(UnknownTool), Message: fmt.Sprintf("%s is not a tool", jsPath(c.Path))}
+		return nil, nil, &sandbox.CallError{Kind: string(UnknownTool), Message: fmt.Sprintf("%s is not a tool", jsPath(c.Path))}
 	}
-	return "", entry, nil
+	return nil, entry, nil
 }
 
 // checkCallLimit refuses a call past MaxToolCalls.
@@ -173,10 +163,11 @@ func (ex *execution) judge(req Call) Decision {
 // annotations. The calls themselves are still judged one by one when
 // they are made: approving a begin approves opening the transaction, not
 // its calls.
-func (ex *execution) judgeBegin(a *admitted, touches []string) Decision {
+func (ex *execution) judgeBegin(a *admitted) Decision {
 	if ex.rt.opts.Policy == nil {
 		return Decision{Verdict: Allow}
 	}
+	touches, _ := ex.rt.parseTouches(a.Input) // checked at admission
 	var asks, lines []string
 	for _, name := range touches {
 		e := ex.rt.byName[name]
@@ -262,11 +253,6 @@ func (ex *execution) decided(id int, a *admitted, d Decision) (sandbox.Work, err
 		}
 		return ex.perform(ctx, slot, a)
 	}, nil
-}
-
-// builtin reports whether name is a built-in tool of the Runtime.
-func (rt *Runtime) builtin(name string) bool {
-	return name == "search" || slices.Contains(txTools, name) || rt.opts.Store != nil && slices.Contains(stateTools, name)
 }
 
 // deny records a call the policy refused; inputBytes leave the pending

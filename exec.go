@@ -12,6 +12,7 @@ import (
 	"github.com/codemode-go/codemode/internal/sandbox"
 	"github.com/codemode-go/codemode/internal/tsgen"
 	"github.com/codemode-go/codemode/internal/typescript"
+	"github.com/google/jsonschema-go/jsonschema"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -87,14 +88,6 @@ func (rt *Runtime) limits() limits {
 	o := &rt.opts
 	return limits{Timeout: o.Timeout, MaxToolCalls: o.MaxToolCalls, MaxOutputBytes: o.MaxOutputBytes,
 		MaxMemoryBytes: o.MaxMemoryBytes, CountAway: o.TimeoutIncludesSuspended}
-}
-
-func (rt *Runtime) execute(ctx context.Context, code string) (Result, error) {
-	ex, sr, early, err := rt.start(ctx, code, false)
-	if early != nil {
-		return *early, err
-	}
-	return rt.finish(ctx, ex, sr)
 }
 
 // start checks, compiles and runs a program; with hold, tool calls wait
@@ -304,34 +297,59 @@ func (ex *execution) perform(ctx context.Context, slot *ticket, a *admitted) (js
 	if c == nil {
 		return nil, failed // the run ended first
 	}
-	end := CallEnd{Call: a.Call}
-	v, err := callTool(c.ctx, a.run, a.Input)
-	if err != nil {
-		msg := publicMessage(err)
-		end.Outcome, end.Message, end.Err = OutcomeError, msg, err
-		if ctx.Err() != nil {
-			end.Outcome = OutcomeCancelled
+	r := invoke(c.ctx, a.Call, a.run, a.output)
+	switch r.end.Outcome {
+	case OutcomeOK:
+		if a.host {
+			// Before the end is reported: once it is, the run may be
+			// settling the transaction.
+			ex.txRecord(a.tx, a.Index, a.Name, a.Path, a.Input, r.out)
 		}
-		c.end(end, nil)
-		return nil, &sandbox.CallError{Kind: string(ToolFailure), Message: msg}
+		c.end(r.end, r.out)
+		return r.out, nil
+	case OutcomeInvalidOutput:
+		c.end(r.end, nil)
+		return nil, &sandbox.CallError{Kind: string(InvalidToolOutput), Message: jsPath(a.Path) + " returned " + r.invalid.Error()}
+	}
+	c.end(r.end, nil)
+	return nil, &sandbox.CallError{Kind: string(ToolFailure), Message: r.end.Message}
+}
+
+// invoked is what invoke found: the call's end (outcome, message, the
+// tool's error) and, when it succeeded, its output as JSON; invalid is
+// the output check's complaint.
+type invoked struct {
+	end     CallEnd
+	out     json.RawMessage
+	invalid error
+}
+
+// invoke runs a tool with a call's input and checks what it returns. It is
+// how every tool call runs, in a run (perform) and as a pending call
+// (RunPending); the hooks and spans are the caller's. A failure after
+// ctx ended is a cancellation.
+func invoke(ctx context.Context, c Call, run func(context.Context, json.RawMessage) (any, error), output *jsonschema.Resolved) invoked {
+	r := invoked{end: CallEnd{Call: c}}
+	start := time.Now()
+	v, err := callTool(ctx, run, c.Input)
+	r.end.Duration = time.Since(start)
+	if err != nil {
+		r.end.Outcome, r.end.Message, r.end.Err = OutcomeError, publicMessage(err), err
+		if ctx.Err() != nil {
+			r.end.Outcome = OutcomeCancelled
+		}
+		return r
 	}
 	out, err := toolOutput(v)
-	if err == nil && a.output != nil {
-		err = validateOutput(a.output, out)
+	if err == nil && output != nil {
+		err = validateOutput(output, out)
 	}
 	if err != nil {
-		end.Outcome, end.Message = OutcomeInvalidOutput, err.Error()
-		c.end(end, nil)
-		return nil, &sandbox.CallError{Kind: string(InvalidToolOutput), Message: jsPath(a.Path) + " returned " + err.Error()}
+		r.end.Outcome, r.end.Message, r.invalid = OutcomeInvalidOutput, err.Error(), err
+		return r
 	}
-	if a.host {
-		// Before the end is reported: once it is, the run may be
-		// settling the transaction.
-		ex.txRecord(a.tx, a.Index, a.Name, a.Path, a.Input, out)
-	}
-	end.Outcome = OutcomeOK
-	c.end(end, out)
-	return out, nil
+	r.end.Outcome, r.out = OutcomeOK, out
+	return r
 }
 
 // running is a call that started: its end is reported exactly once, when

@@ -66,10 +66,9 @@ func New(opts Options) (*Runtime, error) {
 		}
 		rt.paths = append(rt.paths, e.path)
 	}
-	rt.paths = append(rt.paths, []string{BuiltinNamespace, "search"})
-	if opts.Store != nil {
-		for _, name := range stateTools {
-			rt.paths = append(rt.paths, []string{BuiltinNamespace, name})
+	for _, b := range builtinTools {
+		if b.listed && b.offered(rt) {
+			rt.paths = append(rt.paths, []string{BuiltinNamespace, b.name})
 		}
 	}
 	return rt, nil
@@ -93,27 +92,10 @@ func (rt *Runtime) Execute(ctx context.Context, code string) (Result, error) {
 // executeLogged is Execute; started, when not nil, is closed once the
 // run is registered with the Runtime (or refused).
 func (rt *Runtime) executeLogged(ctx context.Context, code string, started chan struct{}) (Result, error) {
-	var tel *runTelemetry
-	if rt.tel != nil {
-		ctx, tel = rt.tel.startRun(ctx, code)
-	}
-	runCtx, done, err := rt.enter(ctx)
-	if started != nil {
-		close(started)
-	}
-	if err != nil {
-		res := Result{ToolCalls: []ToolCall{}}
-		if tel != nil {
-			tel.end(res, err)
-		}
-		return res, err
-	}
-	defer done()
-	res, err := rt.execute(runCtx, code)
-	err = rt.interruption(ctx, runCtx, err)
-	if tel != nil {
-		tel.end(res, err)
-	}
+	res, _, err := rt.live(ctx, code, started, func(runCtx context.Context) (*execution, sandbox.Result, stateHeader, *Result, error) {
+		ex, sr, early, err := rt.start(runCtx, code, false)
+		return ex, sr, stateHeader{}, early, err
+	})
 	return res, err
 }
 

@@ -153,9 +153,6 @@ func (m *MemoryStore) Keys(_ context.Context, session string) ([]string, error) 
 	return keys, nil
 }
 
-// The built-in state tools' names, below BuiltinNamespace.
-var stateTools = []string{"store", "load", "keys"}
-
 // stateTool serves one of the built-in state tools for a session.
 func (rt *Runtime) stateTool(name, session string) func(context.Context, json.RawMessage) (any, error) {
 	st := rt.opts.Store

@@ -172,40 +172,17 @@ func (rt *Runtime) ExecuteSuspendable(ctx context.Context, code string) (Result,
 	if rt.isClosed() {
 		return Result{ToolCalls: []ToolCall{}}, nil, ErrClosed
 	}
-	ctx, tel := rt.traceStep(ctx, code)
-	runCtx, done, err := rt.enter(ctx)
-	if err != nil {
-		return tel.end(Result{ToolCalls: []ToolCall{}}, nil, err)
-	}
-	defer done()
-	ex, sr, early, err := rt.start(runCtx, code, true)
-	if early != nil {
-		return tel.end(*early, nil, rt.interruption(ctx, runCtx, err))
-	}
-	h := stateHeader{RunID: ex.runID, Code: code}
-	if ex.src.prog != nil {
-		h.Transformed = ex.src.prog.Transformed
-	}
-	return tel.end(rt.step(ctx, runCtx, ex, sr, h))
-}
-
-// stepTelemetry records one step of a suspendable run, when the Runtime
-// has telemetry.
-type stepTelemetry struct{ r *runTelemetry }
-
-func (rt *Runtime) traceStep(ctx context.Context, code string) (context.Context, stepTelemetry) {
-	if rt.tel == nil {
-		return ctx, stepTelemetry{}
-	}
-	ctx, r := rt.tel.startRun(ctx, code)
-	return ctx, stepTelemetry{r}
-}
-
-func (t stepTelemetry) end(res Result, s *Suspended, err error) (Result, *Suspended, error) {
-	if t.r != nil {
-		t.r.endStep(res, s != nil, err)
-	}
-	return res, s, err
+	return rt.live(ctx, code, nil, func(runCtx context.Context) (*execution, sandbox.Result, stateHeader, *Result, error) {
+		ex, sr, early, err := rt.start(runCtx, code, true)
+		if early != nil {
+			return nil, sr, stateHeader{}, early, err
+		}
+		h := stateHeader{RunID: ex.runID, Code: code}
+		if ex.src.prog != nil {
+			h.Transformed = ex.src.prog.Transformed
+		}
+		return ex, sr, h, nil, nil
+	})
 }
 
 // Resume continues a suspended run with results of its pending calls
@@ -243,20 +220,19 @@ func (rt *Runtime) Resume(ctx context.Context, state []byte, results ...CallResu
 	if rt.isClosed() {
 		return none, nil, ErrClosed
 	}
-	ctx, tel := rt.traceStep(ctx, h.Code)
-	runCtx, done, err := rt.enter(ctx)
-	if err != nil {
-		return tel.end(none, nil, err)
-	}
-	defer done()
-	res, s, err := rt.resume(ctx, runCtx, h, inner, results, byIndex, delivered)
-	return tel.end(res, s, err)
+	return rt.live(ctx, h.Code, nil, func(runCtx context.Context) (*execution, sandbox.Result, stateHeader, *Result, error) {
+		ex, sr, early, err := rt.resume(runCtx, h, inner, results, byIndex, delivered)
+		return ex, sr, *h, early, err
+	})
 }
 
-// resume is Resume once the state is open and the Runtime has the run.
-func (rt *Runtime) resume(ctx, runCtx context.Context, h *stateHeader, inner []byte, results []CallResult,
-	byIndex map[int]heldEntry, delivered map[int]bool) (Result, *Suspended, error) {
-	none := Result{ToolCalls: []ToolCall{}}
+// resume is Resume's preparation once the state is open and the Runtime
+// has the run: the run rebuilt from the state, the results delivered, and
+// the sandbox driving it until it ends or waits again. early is set when
+// it was refused before anything ran.
+func (rt *Runtime) resume(runCtx context.Context, h *stateHeader, inner []byte, results []CallResult,
+	byIndex map[int]heldEntry, delivered map[int]bool) (*execution, sandbox.Result, *Result, error) {
+	none := &Result{ToolCalls: []ToolCall{}}
 	src := &source{code: h.Code, transformed: h.Transformed}
 	if !h.Transformed {
 		src.prog = typescript.Wrap(h.Code)
@@ -305,17 +281,17 @@ func (rt *Runtime) resume(ctx, runCtx context.Context, h *stateHeader, inner []b
 	sr, err := rt.sb.Resume(runCtx, ex.request(deadline), inner, deliveries, away)
 	switch {
 	case errors.Is(err, sandbox.ErrStateEngine):
-		return none, nil, ErrStateEngine
+		return nil, sr, none, ErrStateEngine
 	case errors.Is(err, sandbox.ErrNotHeld):
-		return none, nil, fmt.Errorf("%w: %w", ErrStateCall, err)
+		return nil, sr, none, fmt.Errorf("%w: %w", ErrStateCall, err)
 	case errors.Is(err, sandbox.ErrStateCorrupt), errors.Is(err, sandbox.ErrStateMismatch):
-		return none, nil, fmt.Errorf("%w: %w", ErrStateInvalid, err)
+		return nil, sr, none, fmt.Errorf("%w: %w", ErrStateInvalid, err)
 	case errors.Is(err, sandbox.ErrClosed):
-		return none, nil, ErrClosed
+		return nil, sr, none, ErrClosed
 	case err != nil:
-		return none, nil, err
+		return nil, sr, none, err
 	}
-	return rt.step(ctx, runCtx, ex, sr, *h)
+	return ex, sr, nil, nil
 }
 
 // delivery turns a result into what the program sees, and records the
@@ -650,31 +626,18 @@ func (rt *Runtime) RunPending(ctx context.Context, call PendingCall) CallResult 
 		ctx, span = rt.tel.startCall(ctx, c)
 	}
 	rt.hookStart(ctx, c)
-	start := time.Now()
-	v, err := callTool(ctx, e.tool.Run, c.Input)
-	res.Duration = time.Since(start)
-	end := CallEnd{Call: c, Duration: res.Duration}
-	if err != nil {
-		res.Err = err
-		end.Outcome, end.Message, end.Err = OutcomeError, publicMessage(err), err
-		if ctx.Err() != nil {
-			// As in a run: a call whose context ended first (its run's
-			// deadline, or the host's cancellation) was cancelled.
-			end.Outcome = OutcomeCancelled
-			res.Err = &cancelledError{err}
-		}
-	} else {
-		out, oerr := toolOutput(v)
-		if oerr == nil && e.output != nil {
-			oerr = validateOutput(e.output, out)
-		}
-		if oerr != nil {
-			res.Err = &outputError{oerr}
-			end.Outcome, end.Message = OutcomeInvalidOutput, oerr.Error()
-		} else {
-			res.Output = out
-			end.Outcome = OutcomeOK
-		}
+	r := invoke(ctx, c, e.tool.Run, e.output)
+	end := r.end
+	res.Duration, res.Output = end.Duration, r.out
+	switch end.Outcome {
+	case OutcomeError:
+		res.Err = end.Err
+	case OutcomeCancelled:
+		// As in a run: a call whose context ended first (its run's
+		// deadline, or the host's cancellation) was cancelled.
+		res.Err = &cancelledError{end.Err}
+	case OutcomeInvalidOutput:
+		res.Err = &outputError{r.invalid}
 	}
 	rt.hookEnd(ctx, end)
 	if rt.tel != nil {

@@ -124,14 +124,11 @@ func (t *telemetry) startRun(ctx context.Context, code string) (context.Context,
 	return ctx, r
 }
 
-// end records what Execute returns. Without TraceData the span's status
-// names the diagnostic's kind but not its message, which may quote
-// anything the program threw.
-func (r *runTelemetry) end(res Result, err error) { r.endStep(res, false, err) }
-
-// endStep records what a step of a suspendable run returns: like end,
+// endStep records what a run (or a step of a suspendable run) returns,
 // with codemode.suspended when it suspended (its span and its count in
-// codemode.runs then stand for one step, not a whole run).
+// codemode.runs then stand for one step, not a whole run). Without
+// TraceData the span's status names the diagnostic's kind but not its
+// message, which may quote anything the program threw.
 func (r *runTelemetry) endStep(res Result, suspended bool, err error) {
 	outcome := []attribute.KeyValue{attrOK.Bool(res.OK)}
 	switch {

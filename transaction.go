@@ -52,13 +52,6 @@ type txStep struct {
 	Output json.RawMessage `json:"output"`
 }
 
-// The transaction built-ins, below BuiltinNamespace.
-var txTools = []string{"begin", "commit", "rollback"}
-
-func isTxTool(path []string) bool {
-	return len(path) == 2 && path[0] == BuiltinNamespace && slices.Contains(txTools, path[1])
-}
-
 // txID is a transaction's id, or nil for none.
 func txID(tx *transaction) *int {
 	if tx == nil {

@@ -17,7 +17,10 @@ import (
 // revision; a write links a complete file under the next revision's name,
 // which the file system lets exactly one writer do, so the
 // compare-and-swap holds across processes without a lock that a crashed
-// process could leave behind. Older revisions are removed after a write.
+// process could leave behind. Every revision's file is kept until the
+// record is deleted: a name freed by removing an old revision could be
+// taken by a writer that read it long ago, which would then believe it had
+// won.
 type DirRuns struct {
 	dir string
 }
@@ -156,9 +159,13 @@ func (d *DirRuns) Delete(_ context.Context, id string, rev uint64) error {
 	if err := swap(rd, id, rev, dirRecord{Deleted: true}); err != nil {
 		return err
 	}
-	// The tombstone has won; the directory may go. A writer that read an
-	// older revision finds it gone and conflicts.
-	_ = os.RemoveAll(rd)
+	// The tombstone has won; the directory may go. It is moved aside in
+	// one step first, so a writer that read an older revision finds no
+	// directory to link into rather than one half removed.
+	trash := filepath.Join(d.dir, fmt.Sprintf(".deleted-%s-%d", id, os.Getpid()))
+	if err := os.Rename(rd, trash); err == nil {
+		_ = os.RemoveAll(trash)
+	}
 	return nil
 }
 
@@ -177,12 +184,12 @@ func swap(rd, id string, rev uint64, rec dirRecord) error {
 		}
 		return err
 	}
-	// Best effort: readers take the highest revision anyway.
-	for r := rev; r >= 1 && r+5 > rev; r-- {
-		_ = os.Remove(filepath.Join(rd, revName(r)))
-	}
 	return nil
 }
+
+// beforeLink, when set (by tests), runs between a write's check of the
+// latest revision and its link of the next.
+var beforeLink func()
 
 // put writes a complete record under revision rev, failing with
 // fs.ErrExist when another writer got there first.
@@ -205,6 +212,9 @@ func put(rd string, rev uint64, rec dirRecord) error {
 	}
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
+	}
+	if beforeLink != nil {
+		beforeLink()
 	}
 	// Link fails if the name exists: of the writers racing for a
 	// revision, one wins.

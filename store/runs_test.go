@@ -190,3 +190,34 @@ func TestOpenDirRunsRefusesLinks(t *testing.T) {
 		t.Fatal("a symbolic link was opened as a run directory")
 	}
 }
+
+// TestDirRunsSlowWriter: a writer that checked the latest revision and
+// then stalled (a slow sync) while two other writes went through must not
+// win with a revision nobody reads.
+func TestDirRunsSlowWriter(t *testing.T) {
+	runs, err := OpenDirRuns(filepath.Join(t.TempDir(), "runs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rev, _ := runs.Create(ctx, "slow", Run{Step: 1})
+	fast := func() {
+		beforeLink = nil
+		r2, err := runs.Update(ctx, "slow", Run{Step: 1, TakenBy: "fast"}, rev)
+		if err != nil {
+			t.Error(err)
+		}
+		if _, err := runs.Update(ctx, "slow", Run{Step: 2}, r2); err != nil {
+			t.Error(err)
+		}
+	}
+	beforeLink = fast
+	t.Cleanup(func() { beforeLink = nil })
+	if _, err := runs.Update(ctx, "slow", Run{Step: 1, TakenBy: "slow"}, rev); !errors.Is(err, ErrConflict) {
+		t.Fatalf("the stalled writer: %v, want ErrConflict", err)
+	}
+	got, _, _ := runs.Get(ctx, "slow")
+	if got.Step != 2 || got.TakenBy != "" {
+		t.Fatalf("record %+v", got)
+	}
+}

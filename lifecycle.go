@@ -1,0 +1,69 @@
+package codemode
+
+import (
+	"context"
+
+	"github.com/codemode-go/codemode/internal/sandbox"
+)
+
+// A run's life.
+//
+// Every run — Execute, a cell, ExecuteSuspendable, Resume — lives the
+// same way; only how it is prepared differs:
+//
+//	enter    the Runtime takes the run (or refuses it once closed), and
+//	         its telemetry starts
+//	prepare  the program is checked and compiled, or a state is opened
+//	         and its results delivered, and the sandbox drives the run
+//	         until it ends or waits for held calls
+//	step     a run that waits becomes a state (step); one that ended
+//	         becomes its Result (finish)
+//
+// A tool call has one path too: admit (admit.go) decides it, perform
+// gives it a concurrency slot and reports it, and invoke runs the tool;
+// RunPending invokes a pending call the same way.
+
+// prepare readies a run once the Runtime has it. early, when set, is the
+// Result of a run that ended before it reached the engine (it did not
+// compile, or its state was refused), with err.
+type prepare func(runCtx context.Context) (ex *execution, sr sandbox.Result, h stateHeader, early *Result, err error)
+
+// live runs one run, or one step of a suspendable run, from enter to its
+// end. started, when not nil, is closed once the Runtime has taken the
+// run or refused it.
+func (rt *Runtime) live(ctx context.Context, code string, started chan struct{}, prep prepare) (Result, *Suspended, error) {
+	ctx, tel := rt.traceStep(ctx, code)
+	runCtx, done, err := rt.enter(ctx)
+	if started != nil {
+		close(started)
+	}
+	if err != nil {
+		return tel.end(Result{ToolCalls: []ToolCall{}}, nil, err)
+	}
+	defer done()
+	ex, sr, h, early, err := prep(runCtx)
+	if early != nil {
+		return tel.end(*early, nil, rt.interruption(ctx, runCtx, err))
+	}
+	return tel.end(rt.step(ctx, runCtx, ex, sr, h))
+}
+
+// stepTelemetry records one step of a suspendable run, when the Runtime
+// has telemetry.
+type stepTelemetry struct{ r *runTelemetry }
+
+func (rt *Runtime) traceStep(ctx context.Context, code string) (context.Context, stepTelemetry) {
+	if rt.tel == nil {
+		return ctx, stepTelemetry{}
+	}
+	ctx, r := rt.tel.startRun(ctx, code)
+	return ctx, stepTelemetry{r}
+}
+
+func (t stepTelemetry) end(res Result, s *Suspended, err error) (Result, *Suspended, error) {
+	if t.r != nil {
+		t.r.endStep(res, s != nil, err)
+	}
+	return res, s, err
+}
+
