@@ -56,7 +56,9 @@ func txTool(name string, check func(*Runtime, json.RawMessage) error) builtinToo
 var builtinTools = []builtinTool{
 	{name: "search", offered: always, listed: true,
 		check: func(_ *Runtime, in json.RawMessage) error { return validateSearch(in) },
-		serve: func(ex *execution, _ int) func(context.Context, json.RawMessage) (any, error) { return ex.rt.searchTool }},
+		serve: func(ex *execution, _ int) func(context.Context, json.RawMessage) (any, error) {
+			return ex.rt.searchTool
+		}},
 	storeTool("store"), storeTool("load"), storeTool("keys"),
 	txTool("begin", func(rt *Runtime, in json.RawMessage) error { _, err := rt.parseTouches(in); return err }),
 	txTool("commit", nil), txTool("rollback", nil),

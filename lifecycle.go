@@ -66,4 +66,3 @@ func (t stepTelemetry) end(res Result, s *Suspended, err error) (Result, *Suspen
 	}
 	return res, s, err
 }
-
