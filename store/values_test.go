@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,13 +15,26 @@ import (
 )
 
 // valuesKinds are the implementations of Values; open returns n handles
-// on one store.
+// on one store (for DirValues, n stores opened on one directory, which
+// race as processes do).
 var valuesKinds = []struct {
 	name string
 	open func(t *testing.T, maxKeys, maxBytes, n int) []Values
 }{
 	{"memory", func(t *testing.T, maxKeys, maxBytes, n int) []Values {
 		return slices.Repeat([]Values{NewMemoryValues(maxKeys, maxBytes)}, n)
+	}},
+	{"dir", func(t *testing.T, maxKeys, maxBytes, n int) []Values {
+		dir := filepath.Join(t.TempDir(), "values")
+		var vs []Values
+		for range n {
+			d, err := OpenDirValues(dir, maxKeys, maxBytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vs = append(vs, d)
+		}
+		return vs
 	}},
 }
 
