@@ -43,8 +43,8 @@ import (
 // the order of the revisions. A lock file would be as short to write but
 // needs a rule for taking over the lock of a process that died, and no
 // rule tells a dead process from a slow one; here a crash leaves at worst
-// a file no revision names, and the next write goes on from the latest
-// revision.
+// files that nothing reads (a value no revision names, half a Drop), and
+// the next write goes on from the latest revision.
 //
 // Deleting a session's last key leaves its directory, with an index of
 // no keys, until Drop. Where the store expects its own file or directory,
@@ -512,9 +512,10 @@ func (d *DirValues) Get(ctx context.Context, session, key string) (json.RawMessa
 	}
 	defer s.close()
 	// A value's file is removed once a newer revision replaces it: read
-	// the index again.
-	for range 10 {
-		_, x, err := s.top()
+	// the index again. Missing under the same revision twice, it is lost.
+	var last uint64
+	for i := range 10 {
+		rev, x, err := s.top()
 		if err != nil {
 			return nil, false, err
 		}
@@ -524,9 +525,13 @@ func (d *DirValues) Get(ctx context.Context, session, key string) (json.RawMessa
 		}
 		b, err := s.read(it.File, MaxValueBytes)
 		if errors.Is(err, fs.ErrNotExist) {
-			if s.dropped() {
+			switch {
+			case s.dropped():
 				return nil, false, nil
+			case i > 0 && rev == last:
+				return nil, false, fmt.Errorf("store: the value of %q in %s is missing", key, s.path)
 			}
+			last = rev
 			continue
 		}
 		if err != nil {

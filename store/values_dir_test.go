@@ -328,3 +328,63 @@ func TestDirValuesFiles(t *testing.T) {
 		t.Fatalf("drop left %v", entries)
 	}
 }
+
+// TestDirValuesDamage: a damaged or planted session directory is an
+// error, never a value from elsewhere nor a silent absence.
+func TestDirValuesDamage(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		damage func(t *testing.T, s *session, top string, x dirIndex)
+	}{
+		{"value file removed", func(t *testing.T, s *session, _ string, x dirIndex) {
+			if err := s.r.Remove(x.Keys["k"].File); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"index not JSON", func(t *testing.T, s *session, top string, _ dirIndex) {
+			if err := s.r.WriteFile(top, []byte("{"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"index naming a file outside the values", func(t *testing.T, s *session, top string, x dirIndex) {
+			x.Keys["k"] = dirItem{File: filepath.Join("..", "..", "secret"), Size: len(`"secret"`)}
+			b, _ := json.Marshal(x)
+			if err := s.r.WriteFile(top, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"value of another size", func(t *testing.T, s *session, _ string, x dirIndex) {
+			if err := s.r.WriteFile(x.Keys["k"].File, []byte(`"longer than it was"`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			if err := os.WriteFile(filepath.Join(root, "secret"), []byte(`"secret"`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			d, err := OpenDirValues(filepath.Join(root, "values"), 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustPut(t, d, "s", "k", `"mine"`)
+			name, _ := sessionName("s")
+			s, err := d.open(name, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.close()
+			rev, x, err := s.top()
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.damage(t, s, filepath.Join(indexDir, revName(rev)), x)
+			if v, ok, err := d.Get(ctx, "s", "k"); err == nil {
+				t.Fatalf("get: got %s (ok %v), want an error", v, ok)
+			}
+		})
+	}
+}
