@@ -103,8 +103,9 @@ const (
 	// keepNonces is how many revisions back a revision names its
 	// predecessors (see session.chained).
 	keepNonces = 256
-	// maxIndexBytes bounds what is read as a revision of an index: far
-	// more than 1,000 keys need, far less than memory.
+	// maxIndexBytes bounds what is read as a revision of an index, so
+	// that a planted file cannot take all memory: room for some 40,000
+	// keys of the longest kind.
 	maxIndexBytes = 64 << 20
 	// putAttempts bounds how often a Put retries after losing a race.
 	putAttempts = 1000
@@ -181,7 +182,7 @@ func isNonce(s string) bool {
 	return err == nil
 }
 
-// isValueFile reports whether name is one newValueFile makes: "v" and
+// isValueFile reports whether name is one session.newValue makes: "v" and
 // base32 text.
 func isValueFile(name string) bool {
 	if len(name) < 20 || len(name) > 64 || name[0] != 'v' {
@@ -549,6 +550,12 @@ func (d *DirValues) Get(ctx context.Context, session, key string) (json.RawMessa
 func (d *DirValues) Put(ctx context.Context, session, key string, value json.RawMessage) error {
 	if err := checkPut(key, value); err != nil {
 		return err
+	}
+	if len(value) > 0 {
+		// A value no session could hold makes no directory.
+		if err := checkQuota(d.maxKeys, d.maxBytes, 0, 0, key, len(value), false, 0); err != nil {
+			return err
+		}
 	}
 	name, turn := sessionName(session)
 	d.turns[turn].Lock()

@@ -285,6 +285,16 @@ func TestDirValuesFiles(t *testing.T) {
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Fatalf("deleting from a session with no values left %v", entries)
 	}
+	small, err := OpenDirValues(dir, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := small.Put(ctx, "s", "k", json.RawMessage(jsonOfLen(10, 'a'))); !errors.Is(err, ErrFull) {
+		t.Fatalf("a value past the quota of an empty session: got %v, want ErrFull", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("a value no session could hold left %v", entries)
+	}
 	for i := range 5 {
 		mustPut(t, d, "s", "k", strconv.Itoa(i))
 		mustPut(t, d, "s", fmt.Sprint("k", i), `1`)
