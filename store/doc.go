@@ -10,8 +10,20 @@
 // (codemode.Steps builds on this). [MemoryRuns] keeps records in memory,
 // [DirRuns] in a directory shared by the processes of one machine.
 //
-// The interface is shaped for a key-value store with revisions (a
-// JetStream KV bucket, etcd): records are read and written by key, a
-// write names the revision it replaces, and nothing on a hot path lists
-// keys.
+// [Values] holds the JSON values programs keep for their session from one
+// run to the next (tools.$codemode.store, load and keys), within quotas of
+// keys and bytes per session, until the session ends and its values are
+// dropped. Every implementation checks keys ([CheckKey]) and values
+// ([MaxValueBytes]) itself, whoever calls it. A write to a key is
+// last-writer-wins, and a session's quotas hold however writes
+// interleave. [MemoryValues] keeps values in memory, [DirValues] in a
+// directory shared by the processes of one machine.
+//
+// The interfaces are shaped for a key-value store with revisions (a
+// JetStream KV bucket, etcd): records and values are read and written by
+// key, and nothing on a hot path lists keys. A record's writer names the
+// revision it replaces; a session's values have an index of their own,
+// which lists the session's keys and sizes and which a write to the
+// session replaces by compare-and-swap, so that its quotas hold across
+// processes.
 package store
