@@ -35,7 +35,7 @@ type builtinTool struct {
 
 func always(*Runtime) bool { return true }
 
-func withStore(rt *Runtime) bool { return rt.opts.Store != nil }
+func withStore(rt *Runtime) bool { return rt.opts.Values != nil }
 
 func storeTool(name string) builtinTool {
 	return builtinTool{name: name, offered: withStore, listed: true,

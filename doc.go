@@ -29,7 +29,7 @@
 //   - [Cells]: runs that go on after their caller stops waiting, on any
 //     Runtime; [WithLogListener] follows any run's console as it is
 //     written.
-//   - [Options.Store]: values a session's programs keep from one run to
+//   - [Options.Values]: values a session's programs keep from one run to
 //     the next; tools.$codemode.begin and commit group calls into a
 //     transaction that is undone ([Tool].Compensate) when the run fails.
 package codemode

@@ -3,6 +3,8 @@ package codemode
 import (
 	"fmt"
 	"strings"
+
+	"github.com/codemode-go/codemode/store"
 )
 
 // Instructions returns the model-facing description of the execute tool:
@@ -38,8 +40,8 @@ func (rt *Runtime) Instructions() string {
 	if rt.compensable() {
 		w("- Changes that must happen together go in a transaction: `const { tx } = await tools.$codemode.begin({ touches: [\"<namespace>.<tool>\", ...] })`, the calls (only tools in `touches`), then `await tools.$codemode.commit({ tx })`. If the run fails first, or you call `tools.$codemode.rollback({ tx })`, the completed calls are undone in reverse order, and what could not be undone is reported.\n")
 	}
-	if rt.opts.Store != nil {
-		w("- State that outlives the run: `await tools.$codemode.store({ key, value })` keeps a JSON value for later runs (`value: null` deletes it), `(await tools.$codemode.load({ key })).value` reads it (null when absent), and `(await tools.$codemode.keys()).keys` lists the keys. Keep it small: each value at most %d bytes.\n", MaxStateValueBytes)
+	if rt.opts.Values != nil {
+		w("- State that outlives the run: `await tools.$codemode.store({ key, value })` keeps a JSON value for later runs (`value: null` deletes it), `(await tools.$codemode.load({ key })).value` reads it (null when absent), and `(await tools.$codemode.keys()).keys` lists the keys. Keep it small: each value at most %d bytes.\n", store.MaxValueBytes)
 	}
 	w("- A failed call rejects with a `ToolError` (`e.message`, `e.kind`, `e.tool`): catch it to recover, or let it fail the run. Await every call.\n")
 	if rt.annotated() {

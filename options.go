@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/codemode-go/codemode/store"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -94,11 +95,14 @@ type Options struct {
 	// its run ends. Zero means DefaultCompensationGrace.
 	CompensationGrace time.Duration
 
-	// Store, when set, gives programs tools.$codemode.store, load and
+	// Values, when set, gives programs tools.$codemode.store, load and
 	// keys: JSON values kept for their session (WithSession) from one run
-	// to the next, each at most MaxStateValueBytes. NewMemoryStore is one
-	// in this process's memory; nil means programs keep nothing.
-	Store Store
+	// to the next, each at most store.MaxValueBytes.
+	// store.NewMemoryValues keeps them in this process's memory,
+	// store.OpenDirValues in a directory shared by the processes of a
+	// machine; nil means programs keep nothing. A host drops a session's
+	// values when it ends (Values.Drop; the MCP server does).
+	Values store.Values
 
 	// CatalogBudget is the estimated tokens (characters / 4) of tool
 	// signatures that Instructions inlines; the tools that do not fit are

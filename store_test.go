@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/codemode-go/codemode/store"
 )
 
 func TestStateAcrossRuns(t *testing.T) {
-	rt := mustNew(t, Options{Store: NewMemoryStore(3, 200), MaxToolCalls: 20})
+	rt := mustNew(t, Options{Values: store.NewMemoryValues(3, 200), MaxToolCalls: 20})
 	alice := WithSession(context.Background(), "alice")
 	res, err := rt.Execute(alice, `await tools.$codemode.store({ key: "cursor", value: { page: 3, seen: ["a", "b"] } })
 await tools.$codemode.store({ key: "n", value: 1 })
@@ -57,8 +59,8 @@ return out`)
 // surrogates all become U+FFFD) are refused; a real pair is a key like any
 // other; a session's values go when it is forgotten.
 func TestStoreKeysWithSurrogates(t *testing.T) {
-	st := NewMemoryStore(0, 0)
-	rt := mustNew(t, Options{Store: st})
+	st := store.NewMemoryValues(0, 0)
+	rt := mustNew(t, Options{Values: st})
 	alice := WithSession(context.Background(), "alice")
 	res, _ := rt.Execute(alice, `const out = []
 for (const key of ["\ud800", "\udbff", "a\udc00", "\ud800x", "x\ud83d", "\\\ud800", "\ud83d\ude00", "\\ud800", "é"]) {
@@ -72,7 +74,7 @@ return [out, (await tools.$codemode.keys()).keys]`)
 	if st.Sessions() != 1 {
 		t.Fatalf("%d sessions", st.Sessions())
 	}
-	if err := st.Forget(context.Background(), "alice"); err != nil || st.Sessions() != 0 {
+	if err := st.Drop(context.Background(), "alice"); err != nil || st.Sessions() != 0 {
 		t.Fatalf("forget: %v, %d sessions", err, st.Sessions())
 	}
 	for _, c := range []struct {

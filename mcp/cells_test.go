@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/store"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -169,8 +170,8 @@ func TestServerCellsEndWithTheirSession(t *testing.T) {
 // session are dropped when it ends, so sessions that come and go leave
 // nothing behind.
 func TestServerSessionsKeepToThemselves(t *testing.T) {
-	st := codemode.NewMemoryStore(0, 0)
-	srv, err := NewServer(ServerOptions{Runtime: codemode.Options{Timeout: time.Minute, Store: st}, Cells: true})
+	st := store.NewMemoryValues(0, 0)
+	srv, err := NewServer(ServerOptions{Runtime: codemode.Options{Timeout: time.Minute, Values: st}, Cells: true})
 	if err != nil {
 		t.Fatal(err)
 	}

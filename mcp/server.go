@@ -321,8 +321,8 @@ func (s *Server) cancelSession(session string) {
 			_ = s.steps.Delete(ctx, id, rev)
 		}
 	}
-	if f, ok := s.opts.Runtime.Store.(codemode.Forgetter); ok {
-		if err := f.Forget(ctx, session); err != nil {
+	if v := s.opts.Runtime.Values; v != nil {
+		if err := v.Drop(ctx, session); err != nil {
 			s.log.Warn("the session's stored values could not be dropped", "error", err)
 		}
 	}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/store"
 	"io"
 	"log/slog"
 	"net"
@@ -191,7 +191,7 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	defer tel.shutdown() // after the runs: srv.Close below waits for them
 	runtimeOpts := f.runtime.options(nil)
 	if f.sessionState {
-		runtimeOpts.Store = codemode.NewMemoryStore(0, 0)
+		runtimeOpts.Values = store.NewMemoryValues(0, 0)
 	}
 	tel.configure(&runtimeOpts)
 	srv, err := mcp.NewServer(mcp.ServerOptions{
