@@ -151,10 +151,17 @@ type Options struct {
 
 	// StateKey authenticates the states of suspended runs (see
 	// [Runtime.ExecuteSuspendable]) with HMAC-SHA256: Resume refuses a
-	// state not made with the same key. It must be at least 32 bytes,
-	// secret, and the same in every process that resumes the runs. Nil
-	// means runs cannot suspend.
+	// state not made with this key or one of PreviousStateKeys. It must be
+	// at least 32 bytes, secret, and the same in every process that
+	// resumes the runs. Nil means runs cannot suspend.
 	StateKey []byte
+
+	// PreviousStateKeys are keys states were sealed with before StateKey
+	// replaced them: Resume and Inspect still accept those states (new
+	// ones are sealed with StateKey). To rotate, put the new key in
+	// StateKey and the old one here, and drop it once the runs it sealed
+	// have ended. Each must be at least 32 bytes.
+	PreviousStateKeys [][]byte
 
 	// MaxStateBytes bounds the state of a suspended run (see
 	// [Runtime.ExecuteSuspendable]). A run whose state would be larger
@@ -280,6 +287,11 @@ func (o *Options) normalize() error {
 	}
 	if o.StateKey != nil && len(o.StateKey) < MinStateKeyBytes {
 		return bad("StateKey has %d bytes; it needs at least %d", len(o.StateKey), MinStateKeyBytes)
+	}
+	for i, k := range o.PreviousStateKeys {
+		if len(k) < MinStateKeyBytes {
+			return bad("PreviousStateKeys[%d] has %d bytes; it needs at least %d", i, len(k), MinStateKeyBytes)
+		}
 	}
 	if o.MaxAskInputBytes < 0 || o.CompensationGrace < 0 {
 		return bad("MaxAskInputBytes and CompensationGrace may not be negative")

@@ -28,6 +28,10 @@ type Runtime struct {
 	sumOnce sync.Once
 	sum     string // treeSum
 
+	// stateKeys are StateKey and then PreviousStateKeys: the keys a state
+	// may be sealed with.
+	stateKeys [][]byte
+
 	// closing ends every run when Close is called.
 	closing context.Context
 	close   context.CancelFunc
@@ -57,6 +61,9 @@ func New(opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	rt := &Runtime{opts: opts, tools: entries, index: map[string]*toolEntry{}, sb: sb, tel: tel}
+	if len(opts.StateKey) > 0 {
+		rt.stateKeys = append([][]byte{opts.StateKey}, opts.PreviousStateKeys...)
+	}
 	rt.closing, rt.close = context.WithCancel(context.Background())
 	rt.byName = map[string]*toolEntry{}
 	for _, e := range entries {

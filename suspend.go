@@ -3,7 +3,6 @@ package codemode
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,7 +14,7 @@ import (
 	"time"
 
 	"github.com/codemode-go/codemode/internal/engine"
-	"github.com/codemode-go/codemode/internal/frame"
+	"github.com/codemode-go/codemode/internal/envelope"
 	"github.com/codemode-go/codemode/internal/sandbox"
 	"github.com/codemode-go/codemode/internal/typescript"
 	"go.opentelemetry.io/otel/trace"
@@ -110,22 +109,23 @@ var (
 
 // stateHeader is the Runtime's part of a state; the sandbox's follows it.
 type stateHeader struct {
-	Engine      string        `json:"engine"`
-	Tools       string        `json:"tools"`
-	RunID       string        `json:"runId"`
-	Step        int           `json:"step"`
-	Code        string        `json:"code"`
-	Transformed bool          `json:"transformed,omitempty"`
-	Limits      limits        `json:"limits"`
-	Remaining   time.Duration `json:"remaining,omitempty"` // of Timeout, when the run suspended
-	NextTimer   time.Duration `json:"nextTimer,omitempty"`
-	SuspendedAt int64         `json:"suspendedAt"` // Unix nanoseconds
-	Calls       []ToolCall    `json:"calls"`
-	Admitted    int           `json:"admitted"`
-	Held        []heldEntry   `json:"held"`
-	Tx          *transaction  `json:"tx,omitempty"`
-	RolledBack  []int         `json:"rolledBack,omitempty"` // transactions rolled back with calls held
-	Session     string        `json:"session,omitempty"`    // of the step that suspended
+	Engine      string          `json:"engine"`
+	Tools       string          `json:"tools"`
+	RunID       string          `json:"runId"`
+	Step        int             `json:"step"`
+	Code        string          `json:"code"`
+	Transformed bool            `json:"transformed,omitempty"`
+	Limits      limits          `json:"limits"`
+	Remaining   time.Duration   `json:"remaining,omitempty"` // of Timeout, when the run suspended
+	NextTimer   time.Duration   `json:"nextTimer,omitempty"`
+	SuspendedAt int64           `json:"suspendedAt"` // Unix nanoseconds
+	Calls       []ToolCall      `json:"calls"`
+	Admitted    int             `json:"admitted"`
+	Held        []heldEntry     `json:"held"`
+	Tx          *transaction    `json:"tx,omitempty"`
+	RolledBack  []int           `json:"rolledBack,omitempty"` // transactions rolled back with calls held
+	Session     string          `json:"session,omitempty"`    // of the step that suspended
+	Sandbox     json.RawMessage `json:"sandbox"`              // the sandbox's header
 }
 
 // heldEntry links a sandbox call to its audit entry.
@@ -148,7 +148,7 @@ type heldCall struct {
 	tx     *int
 }
 
-const stateMagic = "CMSTATE2"
+const stateMagic = "CMSTATE3"
 
 // ExecuteSuspendable runs code as Execute does, except that it never runs
 // the host's tools itself: when the program has nothing left to do but
@@ -278,7 +278,7 @@ func (rt *Runtime) resume(runCtx context.Context, h *stateHeader, inner []byte, 
 		// pending: they took effect, so they are undone now.
 		ex.compensate(late, 0)
 	}
-	sr, err := rt.sb.Resume(runCtx, ex.request(deadline), inner, deliveries, away)
+	sr, err := rt.sb.Resume(runCtx, ex.request(deadline), sandbox.State{Header: h.Sandbox, Snapshot: inner}, deliveries, away)
 	switch {
 	case errors.Is(err, sandbox.ErrStateEngine):
 		return nil, sr, none, ErrStateEngine
@@ -444,36 +444,31 @@ func (rt *Runtime) Inspect(state []byte) (*Suspended, error) {
 	return rt.suspended(h, state), nil
 }
 
-// sealState writes a state: the sandbox's bytes, then the header's JSON,
-// its length and the magic, and an HMAC-SHA256 of all of it under
-// StateKey. The sandbox left room after its bytes for the rest. It stops
-// with ctx's error, or errPastDeadline once deadline (when set) passes,
-// checking between megabytes of the MAC, and with a *stateSizeError for
-// a state over MaxStateBytes.
-func (rt *Runtime) sealState(ctx context.Context, deadline time.Time, h *stateHeader, inner []byte) ([]byte, error) {
+// sealState writes a state: one envelope (internal/envelope) whose body
+// is the engine's snapshot and whose header is the Runtime's, the
+// sandbox's inside it, MACed under StateKey. The sandbox left room after
+// the snapshot for the rest. It stops with ctx's error, or
+// errPastDeadline once deadline (when set) passes, checking between
+// megabytes of the MAC, and with a *stateSizeError for a state over
+// MaxStateBytes.
+func (rt *Runtime) sealState(ctx context.Context, deadline time.Time, h *stateHeader, st sandbox.State) ([]byte, error) {
+	h.Sandbox = st.Header
 	head, err := json.Marshal(h)
 	if err != nil {
 		return nil, fmt.Errorf("codemode: the run could not be suspended: %w", err)
 	}
-	if n := len(inner) + frame.Len(stateMagic, head) + sha256.Size; int64(n) > rt.opts.MaxStateBytes {
+	if n := len(st.Snapshot) + envelope.Overhead(stateMagic, len(head)); int64(n) > rt.opts.MaxStateBytes {
 		return nil, &stateSizeError{n}
 	}
-	out := frame.Append(inner, stateMagic, head)
-	mac := hmac.New(sha256.New, rt.opts.StateKey)
-	const chunk = 1 << 20 // hashed in about half a millisecond
-	for at := 0; ; at += chunk {
+	return envelope.Seal(st.Snapshot, stateMagic, head, rt.opts.StateKey, func() error {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		if !deadline.IsZero() && !time.Now().Before(deadline) {
-			return nil, errPastDeadline
+			return errPastDeadline
 		}
-		if at >= len(out) {
-			break
-		}
-		mac.Write(out[at:min(at+chunk, len(out))])
-	}
-	return mac.Sum(out), nil
+		return nil
+	})
 }
 
 var errPastDeadline = errors.New("codemode: the run's deadline passed")
@@ -505,28 +500,17 @@ func (rt *Runtime) sealFailure(runCtx context.Context, ex *execution, err error)
 // stateRoom is about how many bytes sealState adds to the sandbox's part
 // of a state: the program (escaped as JSON), the audit and the held calls
 // (counted in the sandbox's own room), and the MAC.
-func stateRoom(code string) int { return 2*len(code) + 16<<10 + sha256.Size }
+func stateRoom(code string) int { return 2*len(code) + 16<<10 + envelope.MACSize }
 
-// openState authenticates a state and checks it belongs to this engine
-// build and tool tree.
+// openState authenticates a state (under StateKey or one of
+// PreviousStateKeys) and checks it belongs to this engine build and tool
+// tree. It returns the header and the engine's snapshot.
 func (rt *Runtime) openState(state []byte) (*stateHeader, []byte, error) {
 	if int64(len(state)) > rt.opts.MaxStateBytes {
 		return nil, nil, fmt.Errorf("%w: it is %d bytes, over MaxStateBytes (%d)", ErrStateInvalid, len(state), rt.opts.MaxStateBytes)
 	}
-	if len(state) < len(stateMagic)+4+sha256.Size {
-		return nil, nil, ErrStateInvalid
-	}
-	body, sum := state[:len(state)-sha256.Size], state[len(state)-sha256.Size:]
-	if string(body[len(body)-len(stateMagic):]) != stateMagic {
-		return nil, nil, ErrStateInvalid
-	}
-	mac := hmac.New(sha256.New, rt.opts.StateKey)
-	mac.Write(body)
-	if !hmac.Equal(mac.Sum(nil), sum) {
-		return nil, nil, ErrStateInvalid
-	}
 	var h stateHeader
-	inner, err := frame.Split(body, stateMagic, &h)
+	snap, _, err := envelope.Open(state, stateMagic, rt.stateKeys, &h)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrStateInvalid, err)
 	}
@@ -544,7 +528,7 @@ func (rt *Runtime) openState(state []byte) (*stateHeader, []byte, error) {
 			return nil, nil, ErrStateInvalid
 		}
 	}
-	return &h, inner, nil
+	return &h, snap, nil
 }
 
 // treeSum identifies the tool tree: every tool's path, schemas and

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/codemode-go/codemode/internal/sandbox"
 )
 
 // heldHeap keeps n small objects (about 200 bytes of heap each) across a
@@ -131,7 +132,7 @@ func TestSuspendingIsPartOfTheRun(t *testing.T) {
 		}
 		defer rt.Close()
 		h := &stateHeader{Engine: engine.SHA256, Tools: rt.treeSum(), RunID: "r", Limits: limits{MaxMemoryBytes: 1 << 20}}
-		inner := make([]byte, 3<<20)
+		inner := sandbox.State{Header: json.RawMessage(`{}`), Snapshot: make([]byte, 3<<20)}
 		if _, err := rt.sealState(ctx, time.Now().Add(-time.Millisecond), h, inner); !errors.Is(err, errPastDeadline) {
 			t.Errorf("past the deadline: %v", err)
 		}
@@ -248,7 +249,7 @@ func TestMaxStateBytes(t *testing.T) {
 		// state would not.
 		h := &stateHeader{RunID: "r", Limits: limits{MaxMemoryBytes: 1 << 20}}
 		var size *stateSizeError
-		_, err = rt.sealState(ctx, time.Time{}, h, make([]byte, 1<<20-10))
+		_, err = rt.sealState(ctx, time.Time{}, h, sandbox.State{Header: json.RawMessage(`{}`), Snapshot: make([]byte, 1<<20-10)})
 		if !errors.As(err, &size) || size.n <= 1<<20 {
 			t.Fatalf("got %v, want a stateSizeError over %d bytes", err, 1<<20)
 		}

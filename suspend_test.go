@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codemode-go/codemode/internal/sandbox"
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
@@ -260,7 +261,7 @@ func TestResumeRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Engine = strings.Repeat("0", 64)
-	otherEngine, err := rt.sealState(ctx, time.Time{}, h, inner)
+	otherEngine, err := rt.sealState(ctx, time.Time{}, h, sandbox.State{Header: h.Sandbox, Snapshot: inner})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -609,5 +610,40 @@ func TestResumeInterrupted(t *testing.T) {
 	rt.Close()
 	if err := <-done; !errors.Is(err, ErrStopped) {
 		t.Fatalf("resume stopped by Close: %v", err)
+	}
+}
+
+// TestStateKeyRotation: a state sealed with the old key resumes under a
+// Runtime whose StateKey is new and whose PreviousStateKeys hold the old
+// one; the new state it makes is sealed with the new key, which a Runtime
+// that has dropped the old key accepts; a key in neither is refused.
+func TestStateKeyRotation(t *testing.T) {
+	oldKey, newKey := testStateKey, []byte("the next key, 32 bytes or longer")
+	opts := suspendOptions(nil)
+	opts.StateKey = oldKey
+	before := mustNew(t, opts)
+	code := `const a = await tools.orders.get({ id: 1 }); const b = await tools.orders.get({ id: 2 }); return a.total + b.total`
+	_, s, err := before.ExecuteSuspendable(context.Background(), code)
+	if err != nil || s == nil {
+		t.Fatal(err)
+	}
+	opts.StateKey, opts.PreviousStateKeys = newKey, [][]byte{oldKey}
+	rotating := mustNew(t, opts)
+	_, s2, err := rotating.Resume(context.Background(), s.State, rotating.RunPending(context.Background(), s.Pending[0]))
+	if err != nil || s2 == nil {
+		t.Fatalf("an old state under rotation: %v", err)
+	}
+	opts.PreviousStateKeys = nil
+	after := mustNew(t, opts)
+	if _, err := after.Inspect(s.State); !errors.Is(err, ErrStateInvalid) {
+		t.Fatalf("an old state once the old key is dropped: %v", err)
+	}
+	res, s3, err := after.Resume(context.Background(), s2.State, after.RunPending(context.Background(), s2.Pending[0]))
+	if err != nil || s3 != nil || !res.OK {
+		t.Fatalf("a state sealed during rotation, after it: %v %s", err, clip(res))
+	}
+	opts.StateKey, opts.PreviousStateKeys = newKey, [][]byte{[]byte("short")}
+	if _, err := New(opts); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("a short previous key: %v", err)
 	}
 }

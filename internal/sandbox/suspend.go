@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/codemode-go/codemode/internal/frame"
 	"github.com/codemode-go/codemode/internal/quickjs"
 )
 
@@ -47,12 +47,22 @@ var errNoImages = errors.New("sandbox: runs cannot suspend in a sandbox that boo
 // Suspension is a suspended run.
 type Suspension struct {
 	// State is the run's state, for Resume.
-	State []byte
+	State State
 	// Held are the calls the run waits for, in call order.
 	Held []Held
 	// NextTimer is how long after the suspension the program's earliest
 	// timer is due; zero when it has none.
 	NextTimer time.Duration
+}
+
+// State is a suspended run's state: the sandbox's header (JSON: the
+// run's bookkeeping on this side) and the engine's snapshot. It is not
+// framed or authenticated here: the caller keeps both in one envelope
+// and checks where it came from. Snapshot has room after it for the
+// envelope's own parts.
+type State struct {
+	Header   json.RawMessage
+	Snapshot []byte
 }
 
 // Held is a call held for a result.
@@ -112,8 +122,6 @@ type parkedCall struct {
 	Input json.RawMessage `json:"input"`
 }
 
-const stateMagic = "CMSBX002"
-
 // StateLimitFailure is the failure of a run that waited for held calls
 // with a state of about the given size, over max (Request.MaxStateBytes).
 func StateLimitFailure(about, max int64) *Failure {
@@ -164,9 +172,10 @@ func (r *run) suspend() *Failure {
 	if err != nil {
 		return &Failure{Kind: WorkerExit, Message: "the run could not be suspended: " + err.Error()}
 	}
-	// The snapshot is the state's first and largest part; the headers go
-	// after it, in room left for them, so no layer copies it.
-	trailer := frame.Len(stateMagic, head)
+	// The snapshot is the state's first and largest part; the envelope's
+	// header (this one inside it) goes after it, in room left for it, so
+	// nobody copies it.
+	trailer := len(head)
 	lim := quickjs.SnapshotLimits{Room: 2*trailer + r.req.StateRoom}
 	if m := r.req.MaxStateBytes; m > 0 {
 		lim.Max = int(max(m-int64(trailer), 1))
@@ -182,7 +191,7 @@ func (r *run) suspend() *Failure {
 	case err != nil:
 		return &Failure{Kind: WorkerExit, Message: "the run could not be suspended: " + err.Error()}
 	}
-	susp.State = frame.Append(snap, stateMagic, head)
+	susp.State = State{Header: head, Snapshot: snap}
 	// The rejection boxes live on in the state; this instance is done.
 	r.rejected = map[uint32]rejection{}
 	r.mu.Lock()
@@ -191,12 +200,14 @@ func (r *run) suspend() *Failure {
 	return nil
 }
 
-func decodeState(state []byte) (*parked, []byte, error) {
+func decodeState(state State) (*parked, []byte, error) {
 	var p parked
-	snap, err := frame.Split(state, stateMagic, &p)
-	if err != nil {
+	dec := json.NewDecoder(bytes.NewReader(state.Header))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
 		return nil, nil, ErrStateCorrupt
 	}
+	snap := state.Snapshot
 	for _, h := range p.Held {
 		if h.Path < 1 || h.Path > len(p.Paths) {
 			return nil, nil, ErrStateCorrupt
@@ -221,7 +232,7 @@ func decodeState(state []byte) (*parked, []byte, error) {
 // Errors: ErrStateCorrupt, ErrStateEngine, ErrStateMismatch, ErrNotHeld,
 // ErrInvalidRequest and ErrClosed, all before anything of the run has
 // run. Like Run, the run's own failures are in the Result.
-func (s *Sandbox) Resume(ctx context.Context, req Request, state []byte, results []Delivery, away time.Duration) (Result, error) {
+func (s *Sandbox) Resume(ctx context.Context, req Request, state State, results []Delivery, away time.Duration) (Result, error) {
 	if err := validate(&req); err != nil {
 		return Result{}, err
 	}

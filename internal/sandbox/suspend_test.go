@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 	"weak"
-
-	"github.com/codemode-go/codemode/internal/frame"
 )
 
 // imageDigest is the digest of the image of a configuration with one
@@ -79,9 +77,9 @@ var holdGet = []Namespace{{Name: "tools", Members: [][]string{{"get"}}, Admit: f
 }}}
 
 // encodeState writes a parked run as Resume reads it.
-func encodeState(p *parked, snap []byte) []byte {
+func encodeState(p *parked, snap []byte) State {
 	head, _ := json.Marshal(p)
-	return frame.Append(slices.Clone(snap), stateMagic, head)
+	return State{Header: head, Snapshot: slices.Clone(snap)}
 }
 
 // TestResumeSurvivesForgedStates resumes states whose bookkeeping was
@@ -170,11 +168,11 @@ func TestSuspendBounds(t *testing.T) {
 	if err != nil || res.Suspended == nil {
 		t.Fatalf("not suspended: %+v %v", res, err)
 	}
-	state := res.Suspended.State
+	state := res.Suspended.State.Snapshot
 	if room := cap(state) - len(state); room < req.StateRoom {
 		t.Errorf("room after the state: %d bytes, want at least %d", room, req.StateRoom)
 	}
-	req.MaxStateBytes = int64(len(state) / 2)
+	req.MaxStateBytes = int64((len(state) + len(res.Suspended.State.Header)) / 2)
 	res, err = s.Run(ctx, req)
 	if err != nil || res.Suspended != nil || res.Failure == nil || res.Failure.Kind != StateLimit {
 		t.Fatalf("over the cap: %+v %v, want a StateLimit failure", res.Failure, err)
@@ -198,7 +196,7 @@ func TestFinishedRunNotRetained(t *testing.T) {
 		if err != nil || res.Suspended == nil {
 			t.Fatalf("not suspended: %+v %v", res, err)
 		}
-		return weak.Make(&res.Suspended.State[0])
+		return weak.Make(&res.Suspended.State.Snapshot[0])
 	}()
 	runtime.GC()
 	runtime.GC()

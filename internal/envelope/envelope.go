@@ -1,0 +1,101 @@
+// Package envelope seals what codemode hands out to be given back later —
+// the state of a suspended run, the ticket of an approval — in one layout
+// with one MAC: the body (the largest part, written once, never copied),
+// then a JSON header, its length, a magic string naming what it is, and an
+// HMAC-SHA256 of all of it. The header follows the body so that sealing
+// appends to the body's buffer in place.
+//
+// Keys rotate: Seal uses the first key, and Open accepts any of the keys
+// it is given, so a host adds a new key in front and drops the old one
+// once the envelopes made with it have been used or have expired.
+package envelope
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// ErrInvalid: the bytes are not an envelope of this kind, were changed,
+// or were sealed with none of the keys.
+var ErrInvalid = errors.New("envelope: damaged, of another kind, or sealed with another key")
+
+// MACSize is how many bytes the MAC adds.
+const MACSize = sha256.Size
+
+// Overhead is how many bytes Seal adds to a body for a header of n bytes.
+func Overhead(magic string, n int) int { return n + 4 + len(magic) + MACSize }
+
+// chunk is how much is hashed between calls of check: about half a
+// millisecond of work.
+const chunk = 1 << 20
+
+// Seal appends head (a header's JSON), its length, magic and the MAC
+// under key to body, and returns the envelope. check, when not nil, is
+// called before each megabyte hashed; its error stops sealing.
+func Seal(body []byte, magic string, head []byte, key []byte, check func() error) ([]byte, error) {
+	out := append(body, head...)
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(head)))
+	out = append(out, magic...)
+	mac := hmac.New(sha256.New, key)
+	for at := 0; ; at += chunk {
+		if check != nil {
+			if err := check(); err != nil {
+				return nil, err
+			}
+		}
+		if at >= len(out) {
+			break
+		}
+		mac.Write(out[at:min(at+chunk, len(out))])
+	}
+	return mac.Sum(out), nil
+}
+
+// Open checks the envelope's MAC under each of keys in turn and its
+// magic, decodes its header into head (refusing fields head does not
+// have), and returns the body, with no capacity beyond it, and the index
+// of the key that sealed it.
+func Open(b []byte, magic string, keys [][]byte, head any) (body []byte, key int, err error) {
+	if len(b) < len(magic)+4+MACSize {
+		return nil, 0, ErrInvalid
+	}
+	signed, sum := b[:len(b)-MACSize], b[len(b)-MACSize:]
+	if string(signed[len(signed)-len(magic):]) != magic {
+		return nil, 0, ErrInvalid
+	}
+	key = -1
+	for i, k := range keys {
+		mac := hmac.New(sha256.New, k)
+		mac.Write(signed)
+		if hmac.Equal(mac.Sum(nil), sum) {
+			key = i
+			break
+		}
+	}
+	if key < 0 {
+		return nil, 0, ErrInvalid
+	}
+	rest := signed[:len(signed)-len(magic)]
+	n := binary.LittleEndian.Uint32(rest[len(rest)-4:])
+	rest = rest[:len(rest)-4]
+	if uint64(n) > uint64(len(rest)) {
+		return nil, 0, fmt.Errorf("%w: a header longer than the envelope", ErrInvalid)
+	}
+	dec := json.NewDecoder(bytes.NewReader(rest[len(rest)-int(n):]))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(head); err != nil {
+		return nil, 0, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if dec.More() {
+		return nil, 0, fmt.Errorf("%w: data after the header", ErrInvalid)
+	}
+	// Capped, so that appending to the body (sealing it again) cannot
+	// write over the header.
+	end := len(rest) - int(n)
+	return rest[:end:end], key, nil
+}
