@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/codemode-go/codemode/internal/enginebin"
 	"github.com/codemode-go/codemode/internal/sandbox"
 	"github.com/codemode-go/codemode/internal/typescript"
 )
@@ -181,7 +181,7 @@ var shared struct {
 // wrong ones fail New even then.
 func sharedSandbox(cacheDir string, wasm []byte) (*sandbox.Sandbox, error) {
 	if len(wasm) > 0 {
-		if err := engine.Verify(wasm, engine.Source{Kind: engine.Host}); err != nil {
+		if err := enginebin.Verify(wasm, enginebin.Source{Kind: enginebin.Host}); err != nil {
 			return nil, fmt.Errorf("codemode: engine: %w", err)
 		}
 	}

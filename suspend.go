@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/codemode-go/codemode/internal/enginebin"
 	"github.com/codemode-go/codemode/internal/frame"
 	"github.com/codemode-go/codemode/internal/sandbox"
 	"github.com/codemode-go/codemode/internal/typescript"
@@ -404,7 +404,7 @@ func (rt *Runtime) step(ctx, runCtx context.Context, ex *execution, sr sandbox.R
 	h.RolledBack = slices.Clone(ex.rolledBack)
 	ex.mu.Unlock()
 	ex.dropGrace() // nothing of the run is running
-	h.Engine, h.Tools = engine.SHA256, rt.treeSum()
+	h.Engine, h.Tools = enginebin.SHA256, rt.treeSum()
 	h.Step++
 	h.Limits = ex.lim
 	h.SuspendedAt = now.UnixNano()
@@ -557,7 +557,7 @@ func (rt *Runtime) openState(state []byte) (*stateHeader, []byte, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrStateInvalid, err)
 	}
-	if h.Engine != engine.SHA256 {
+	if h.Engine != enginebin.SHA256 {
 		return nil, nil, ErrStateEngine
 	}
 	if h.Tools != rt.treeSum() {
