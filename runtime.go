@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/codemode-go/codemode/internal/enginebin"
+	"github.com/codemode-go/codemode/internal/guest"
 	"github.com/codemode-go/codemode/internal/sandbox"
-	"github.com/codemode-go/codemode/internal/typescript"
 )
 
 // Runtime runs programs against a fixed tool tree and limits. It is safe
@@ -202,21 +201,17 @@ func sharedSandbox(cacheDir string, wasm []byte) (*sandbox.Sandbox, error) {
 }
 
 // compileDiagnostic describes a program that does not compile.
-func compileDiagnostic(code string, err error) *Diagnostic {
-	var te *typescript.Error
-	if !errors.As(err, &te) {
+func compileDiagnostic(err error) *Diagnostic {
+	var ge *guest.Error
+	if !errors.As(err, &ge) {
 		return &Diagnostic{Kind: ParseError, Message: err.Error()}
 	}
-	d := &Diagnostic{Kind: ParseError, Message: te.Message}
-	if te.Unsupported {
+	d := &Diagnostic{Kind: ParseError, Message: ge.Message, Suggestions: ge.Suggestions}
+	if ge.Unsupported {
 		d.Kind = UnsupportedSyntax
-		d.Suggestions = []string{"Remove the import/export statement: the only capabilities are the functions on the global `tools` object."}
 	}
-	if te.Line > 0 {
-		d.Location = &Location{Line: te.Line, Column: te.Column}
-	}
-	if d.Kind == ParseError && strings.TrimSpace(code) == "" {
-		d.Suggestions = []string{"Write the body of an async function and `return` the value you need."}
+	if ge.Line > 0 {
+		d.Location = &Location{Line: ge.Line, Column: ge.Column}
 	}
 	return d
 }

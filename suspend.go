@@ -17,7 +17,6 @@ import (
 	"github.com/codemode-go/codemode/internal/enginebin"
 	"github.com/codemode-go/codemode/internal/frame"
 	"github.com/codemode-go/codemode/internal/sandbox"
-	"github.com/codemode-go/codemode/internal/typescript"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -264,7 +263,7 @@ func (rt *Runtime) resume(ctx, runCtx context.Context, h *stateHeader, inner []b
 	none := Result{ToolCalls: []ToolCall{}}
 	src := &source{code: h.Code, transformed: h.Transformed}
 	if !h.Transformed {
-		src.prog = typescript.Wrap(h.Code)
+		src.prog = language.Wrap(h.Code)
 	}
 	ex := rt.newExecution(runCtx, src, h.Limits, true)
 	ex.runID = h.RunID
