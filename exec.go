@@ -108,6 +108,11 @@ func (rt *Runtime) start(ctx context.Context, code string, hold bool, onLog func
 	if rt.opts.Timeout > 0 {
 		deadline = time.Now().Add(rt.opts.Timeout)
 	}
+	if hold {
+		if _, ok := rt.sb.(guest.Suspender); !ok {
+			return nil, sr, &Result{ToolCalls: []ToolCall{}}, errNoSuspend
+		}
+	}
 	if e := language.Check(code); e != nil {
 		return nil, sr, &Result{Error: compileDiagnostic(e), ToolCalls: []ToolCall{}}, nil
 	}
@@ -221,6 +226,9 @@ func (rt *Runtime) finish(ctx context.Context, ex *execution, sr sandbox.Result)
 // language is the front end of the language programs are written in;
 // rt.sb runs what it prepares.
 var language guest.Language = js.Language{}
+
+// errNoSuspend: the Runtime's runner cannot suspend runs.
+var errNoSuspend = fmt.Errorf("codemode: this engine cannot suspend runs: %w", errors.ErrUnsupported)
 
 // source is a program on its way into the sandbox.
 type source struct {

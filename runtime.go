@@ -19,7 +19,7 @@ type Runtime struct {
 	index  map[string]*toolEntry // by pathKey
 	byName map[string]*toolEntry // by dot-joined name (names may collide: the first wins)
 	paths  [][]string            // binding members, "$codemode.search" last
-	sb     *sandbox.Sandbox
+	sb     guest.Runner          // may be a guest.Suspender
 	cat    catalog
 	idx    indexCache
 	tel    *telemetry // nil: no providers

@@ -1,9 +1,14 @@
 package codemode
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/codemode-go/codemode/internal/guest"
 )
 
 // TestGuestSeam keeps the language behind internal/guest: the root package
@@ -32,5 +37,44 @@ func TestGuestSeam(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// runOnly is the Runtime's runner with its optional interfaces hidden, as
+// a runner whose engine cannot suspend would be.
+type runOnly struct{ guest.Runner }
+
+// TestRunnerWithoutSuspend: a runner that is not a guest.Suspender still
+// runs programs, and suspendable runs are refused before anything runs.
+func TestRunnerWithoutSuspend(t *testing.T) {
+	calls := 0
+	tools := Tools{"ns": Tools{"get": Tool{Run: func(context.Context, json.RawMessage) (any, error) {
+		calls++
+		return 1, nil
+	}}}}
+	opts := Options{Tools: tools, StateKey: []byte("0123456789abcdef0123456789abcdef")}
+	rt := mustNew(t, opts)
+	_, s, err := rt.ExecuteSuspendable(context.Background(), "return await tools.ns.get({})")
+	if err != nil || s == nil {
+		t.Fatalf("a suspending runner: got %v, %v; want a suspended run", s, err)
+	}
+
+	hidden := mustNew(t, opts)
+	hidden.sb = runOnly{hidden.sb}
+	if _, ok := hidden.sb.(guest.Suspender); ok {
+		t.Fatal("runOnly is a Suspender")
+	}
+	res, err := hidden.Execute(context.Background(), "return await tools.ns.get({})")
+	if err != nil || !res.OK || string(res.Value) != "1" {
+		t.Fatalf("Execute: got %+v, %v; want 1", res, err)
+	}
+	if _, _, err := hidden.ExecuteSuspendable(context.Background(), "return 2"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("ExecuteSuspendable: got %v, want errors.ErrUnsupported", err)
+	}
+	if _, _, err := hidden.Resume(context.Background(), s.State, CallResult{ID: s.Pending[0].ID, Output: json.RawMessage("3")}); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("Resume: got %v, want errors.ErrUnsupported", err)
+	}
+	if calls != 1 {
+		t.Errorf("the tool ran %d times, want once (by Execute)", calls)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/codemode-go/codemode/internal/enginebin"
 	"github.com/codemode-go/codemode/internal/frame"
+	"github.com/codemode-go/codemode/internal/guest"
 	"github.com/codemode-go/codemode/internal/sandbox"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -261,6 +262,10 @@ func (rt *Runtime) Resume(ctx context.Context, state []byte, results ...CallResu
 func (rt *Runtime) resume(ctx, runCtx context.Context, h *stateHeader, inner []byte, results []CallResult,
 	byIndex map[int]heldEntry, delivered map[int]bool) (Result, *Suspended, error) {
 	none := Result{ToolCalls: []ToolCall{}}
+	sus, ok := rt.sb.(guest.Suspender)
+	if !ok {
+		return none, nil, errNoSuspend
+	}
 	src := &source{code: h.Code, transformed: h.Transformed}
 	if !h.Transformed {
 		src.prog = language.Wrap(h.Code)
@@ -306,7 +311,7 @@ func (rt *Runtime) resume(ctx, runCtx context.Context, h *stateHeader, inner []b
 		// pending: they took effect, so they are undone now.
 		ex.compensate(late, 0)
 	}
-	sr, err := rt.sb.Resume(runCtx, ex.request(deadline), inner, deliveries, away)
+	sr, err := sus.Resume(runCtx, ex.request(deadline), inner, deliveries, away)
 	switch {
 	case errors.Is(err, sandbox.ErrStateEngine):
 		return none, nil, ErrStateEngine
