@@ -3,12 +3,12 @@
 #   make test   installs the pinned engine, then gofmt, vet, staticcheck
 #               and the race-enabled test suite
 SHELL := /bin/bash
-WASM := internal/engine/quickjs.wasm
+WASM := internal/enginebin/quickjs.wasm
 # The pinned hash lives in Go; the build refuses any other engine bytes.
-WASM_SHA256 := $(shell sed -n 's/^const SHA256 = "\([0-9a-f]*\)"/\1/p' internal/engine/pin.go)
+WASM_SHA256 := $(shell sed -n 's/^const SHA256 = "\([0-9a-f]*\)"/\1/p' internal/enginebin/pin.go)
 # Our own builds and tests embed the engine `make wasm` copied and
 # verified, so they run offline. A module download has no quickjs.wasm:
-# without the tag the engine is resolved at run time (internal/engine).
+# without the tag the engine is resolved at run time (internal/enginebin).
 TAGS := -tags codemode_embed
 # GitHub's REST API description, a large real spec for the tests. Only the
 # one file is extracted: the package unpacks to 385 MB.
@@ -21,7 +21,7 @@ FIGMA_SPEC := testdata/large/figma-openapi.yaml
 FIGMA := @figma/rest-api-spec@0.43.0
 FIGMA_SHA512 := sha512-sbFm28WM8MsawyLSYO9Ddne+8xytWU5D7oCOOWyzRvLpd9InFHihC37dQBVJVzAVyT7HpwYtU4wlm+ALogC38g==
 
-ENGINE_VERSION := $(shell sed -n 's/^const PackageVersion = "\([0-9.]*\)"/\1/p' internal/engine/pin.go)
+ENGINE_VERSION := $(shell sed -n 's/^const PackageVersion = "\([0-9.]*\)"/\1/p' internal/enginebin/pin.go)
 # make demo and make build need only the engine, npm's production
 # dependency; make test also needs the test toolchain (tsc, MCP servers and
 # clients). The stamp says the full install is in place: npm ci removes it.
@@ -35,7 +35,7 @@ $(NPM_ALL): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-$(WASM): package.json package-lock.json internal/engine/pin.go
+$(WASM): package.json package-lock.json internal/enginebin/pin.go
 	@grep -qs '"version": "$(ENGINE_VERSION)"' node_modules/quickjs-wasi/package.json || npm ci --omit=dev --no-audit --no-fund --loglevel=error
 	cp node_modules/quickjs-wasi/quickjs.wasm $(WASM)
 	@echo "$(WASM_SHA256)  $(WASM)" | sha256sum --check --quiet || { rm -f $(WASM); echo "quickjs.wasm does not match the pinned SHA-256" >&2; exit 1; }
@@ -126,4 +126,4 @@ soak: wasm
 	go test $(TAGS) -run 'TestSoak$$|TestDeadlineAccuracy$$|TestFootprint$$' -soak 10000 -deadline-samples 30 -footprint 1000 -v -timeout 30m .
 
 clean:
-	rm -f $(WASM) internal/quickjs/quickjs.wasm $(GITHUB_SPEC) $(FIGMA_SPEC)
+	rm -f $(WASM) internal/engine/quickjs.wasm internal/quickjs/quickjs.wasm $(GITHUB_SPEC) $(FIGMA_SPEC)

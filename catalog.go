@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/codemode-go/codemode/internal/discovery"
-	"github.com/codemode-go/codemode/internal/tsgen"
+	"github.com/codemode-go/codemode/internal/guest"
 )
 
 // CatalogEntry describes one tool for the model.
@@ -51,7 +51,7 @@ func (rt *Runtime) catalogEntries() []CatalogEntry {
 			rt.cat.entries[i] = CatalogEntry{
 				Path:        e.name,
 				Description: e.tool.Description,
-				Signature:   tsgen.Signature(e.path, e.tool.Description, e.tool.Annotations.tags(), in, out, true),
+				Signature:   language.Signature(guest.Tool{Path: e.path, Description: e.tool.Description, Tags: e.tool.Annotations.tags(), Input: in, Output: out}),
 				Annotations: e.tool.Annotations,
 				Segments:    e.path,
 			}

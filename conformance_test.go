@@ -16,7 +16,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
-	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/codemode-go/codemode/internal/enginebin"
 	"github.com/codemode-go/codemode/internal/quickjs"
 	"github.com/codemode-go/codemode/internal/sandbox"
 )
@@ -150,7 +150,7 @@ type confHost struct {
 
 func newConfHost(t *testing.T) *confHost {
 	ctx := context.Background()
-	wasm, _, err := engine.Resolve(ctx, nil)
+	wasm, _, err := enginebin.Resolve(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

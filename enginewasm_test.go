@@ -6,7 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/codemode-go/codemode/internal/enginebin"
 	secretkey "github.com/codemode-go/codemode/internal/secret"
 )
 
@@ -15,7 +15,7 @@ import (
 // whether or not an engine for the CacheDir was already compiled from
 // another source (engines are shared by CacheDir).
 func TestEngineWasm(t *testing.T) {
-	good, _, err := engine.Resolve(context.Background(), nil)
+	good, _, err := enginebin.Resolve(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

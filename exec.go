@@ -3,15 +3,16 @@ package codemode
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/codemode-go/codemode/internal/guest"
+	"github.com/codemode-go/codemode/internal/guest/js"
 	"github.com/codemode-go/codemode/internal/sandbox"
-	"github.com/codemode-go/codemode/internal/tsgen"
-	"github.com/codemode-go/codemode/internal/typescript"
 	"github.com/google/jsonschema-go/jsonschema"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -100,20 +101,25 @@ func (rt *Runtime) start(ctx context.Context, code string, hold bool) (ex *execu
 	if rt.opts.Timeout > 0 {
 		deadline = time.Now().Add(rt.opts.Timeout)
 	}
-	if e := typescript.Check(code); e != nil {
-		return nil, sr, &Result{Error: compileDiagnostic(code, e), ToolCalls: []ToolCall{}}, nil
+	if hold {
+		if _, ok := rt.sb.(guest.Suspender); !ok {
+			return nil, sr, &Result{ToolCalls: []ToolCall{}}, errNoSuspend
+		}
+	}
+	if e := language.Check(code); e != nil {
+		return nil, sr, &Result{Error: compileDiagnostic(e), ToolCalls: []ToolCall{}}, nil
 	}
 	pragma, perr := ParsePragma(code)
 	if perr != nil {
 		return nil, sr, &Result{Error: &Diagnostic{Kind: ParseError, Message: "the @exec pragma: " + perr.Error(),
 			Location: &Location{Line: pragmaLine(code), Column: 1}}, ToolCalls: []ToolCall{}}, nil
 	}
-	// Plain JavaScript runs as written; only a program that does not
-	// compile that way (TypeScript, or a syntax error) goes through
-	// esbuild, whose syntax errors and positions are the ones reported.
+	// The program runs as written; only one that does not compile that
+	// way (TypeScript, or a syntax error) goes through the language's
+	// transform, whose syntax errors and positions are the ones reported.
 	// Either way the sandbox compiles before it runs anything, so the
 	// choice never runs a program twice.
-	src := &source{code: code, prog: typescript.Wrap(code)}
+	src := &source{code: code, prog: language.Wrap(code)}
 	program := ""
 	if src.prog != nil {
 		program = src.prog.Script
@@ -208,51 +214,61 @@ func (rt *Runtime) finish(ctx context.Context, ex *execution, sr sandbox.Result)
 	return res, nil
 }
 
+// language is the front end of the language programs are written in;
+// rt.sb runs what it prepares.
+var language guest.Language = js.Language{}
+
+// errNoSuspend: the Runtime's runner cannot suspend runs.
+var errNoSuspend = fmt.Errorf("codemode: this engine cannot suspend runs: %w", errors.ErrUnsupported)
+
 // source is a program on its way into the sandbox.
 type source struct {
 	code string
-	// prog is what the sandbox compiles: the program as written, or
-	// esbuild's output once the fallback has run. Nil when the program
-	// must go through esbuild first (see typescript.Wrap).
-	prog *typescript.Program
-	// diag is esbuild's diagnosis of a program that does not compile.
+	// prog is what the sandbox compiles: the program as written, or the
+	// transform's output once the fallback has run. Nil when the program
+	// must be transformed first (see guest.Language.Wrap).
+	prog *guest.Program
+	// diag is the transform's diagnosis of a program that does not
+	// compile.
 	diag *Diagnostic
-	// tooBig marks a program that did not compile as JavaScript and is
-	// too large for esbuild.
-	tooBig bool
-	// transformed marks a resumed program that ran as esbuild's output;
-	// prog is nil until recompile makes it again (only a failure's
-	// location needs it).
+	// declined is the suggestion for a program that did not compile as
+	// written and that the transform declined (too large for it).
+	declined string
+	// transformed marks a resumed program that ran as the transform's
+	// output; prog is nil until recompile makes it again (only a
+	// failure's location needs it).
 	transformed bool
 }
 
-// recompile makes prog again for a resumed program that ran as esbuild's
-// output. esbuild's output for a program is always the same.
+// recompile makes prog again for a resumed program that ran as the
+// transform's output. The transform's output for a program is always the
+// same.
 func (s *source) recompile() {
 	if s.prog != nil || !s.transformed {
 		return
 	}
-	if p, err := typescript.Compile(context.Background(), s.code); err == nil {
+	if p, err := language.Transform(context.Background(), s.code, false); err == nil {
 		s.prog = p
 	}
 }
 
-// fallback is the sandbox's Request.Fallback: esbuild's transform of the
-// program, under the run's context.
+// fallback is the sandbox's Request.Fallback: the language's transform
+// of the program, under the run's context.
 func (s *source) fallback(ctx context.Context) (string, bool) {
-	if len(s.code) > typescript.MaxTranspileBytes && s.prog != nil {
-		s.tooBig = true
-		return "", false
-	}
-	p, err := typescript.Compile(ctx, s.code)
-	if err != nil {
+	p, err := language.Transform(ctx, s.code, s.prog != nil)
+	var declined *guest.Declined
+	switch {
+	case errors.As(err, &declined):
+		s.declined = declined.Suggestion
+	case err != nil:
 		if ctx.Err() == nil {
-			s.diag = compileDiagnostic(s.code, err)
+			s.diag = compileDiagnostic(err)
 		}
-		return "", false
+	default:
+		s.prog = p
+		return p.Script, true
 	}
-	s.prog = p
-	return p.Script, true
+	return "", false
 }
 
 func outputBudget(max int) (int, bool) {
@@ -581,8 +597,8 @@ func (ex *execution) diagnose(f *sandbox.Failure) *Diagnostic {
 			d.Kind = ParseError
 			d.Message = f.Message
 			locate()
-			if ex.src.tooBig {
-				d.Suggestions = []string{fmt.Sprintf("TypeScript syntax is accepted only in programs up to %d bytes; write larger programs as plain JavaScript.", typescript.MaxTranspileBytes)}
+			if ex.src.declined != "" {
+				d.Suggestions = []string{ex.src.declined}
 			}
 		default:
 			if f.Name != "" {
@@ -626,6 +642,6 @@ var callKinds = map[Kind]bool{
 // pathKey identifies a path unambiguously (segments may contain dots).
 func pathKey(path []string) string { return strings.Join(path, "\x00") }
 
-// jsPath renders a tool path as program code: tools.ns.tool or
-// tools.ns["odd-name"].
-func jsPath(path []string) string { return tsgen.AccessPath(path) }
+// jsPath renders a tool path as program code, the call site a program
+// writes: tools.ns.tool or tools.ns["odd-name"] in JavaScript.
+func jsPath(path []string) string { return language.CallSite(path) }

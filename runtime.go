@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
-	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/codemode-go/codemode/internal/enginebin"
+	"github.com/codemode-go/codemode/internal/guest"
 	"github.com/codemode-go/codemode/internal/sandbox"
-	"github.com/codemode-go/codemode/internal/typescript"
 )
 
 // Runtime runs programs against a fixed tool tree and limits. It is safe
@@ -20,7 +19,7 @@ type Runtime struct {
 	index  map[string]*toolEntry // by pathKey
 	byName map[string]*toolEntry // by dot-joined name (names may collide: the first wins)
 	paths  [][]string            // binding members, "$codemode.search" last
-	sb     *sandbox.Sandbox
+	sb     guest.Runner          // may be a guest.Suspender
 	cat    catalog
 	idx    indexCache
 	tel    *telemetry // nil: no providers
@@ -210,7 +209,7 @@ var shared struct {
 // wrong ones fail New even then.
 func sharedSandbox(cacheDir string, wasm []byte) (*sandbox.Sandbox, error) {
 	if len(wasm) > 0 {
-		if err := engine.Verify(wasm, engine.Source{Kind: engine.Host}); err != nil {
+		if err := enginebin.Verify(wasm, enginebin.Source{Kind: enginebin.Host}); err != nil {
 			return nil, fmt.Errorf("codemode: engine: %w", err)
 		}
 	}
@@ -231,21 +230,17 @@ func sharedSandbox(cacheDir string, wasm []byte) (*sandbox.Sandbox, error) {
 }
 
 // compileDiagnostic describes a program that does not compile.
-func compileDiagnostic(code string, err error) *Diagnostic {
-	var te *typescript.Error
-	if !errors.As(err, &te) {
+func compileDiagnostic(err error) *Diagnostic {
+	var ge *guest.Error
+	if !errors.As(err, &ge) {
 		return &Diagnostic{Kind: ParseError, Message: err.Error()}
 	}
-	d := &Diagnostic{Kind: ParseError, Message: te.Message}
-	if te.Unsupported {
+	d := &Diagnostic{Kind: ParseError, Message: ge.Message, Suggestions: ge.Suggestions}
+	if ge.Unsupported {
 		d.Kind = UnsupportedSyntax
-		d.Suggestions = []string{"Remove the import/export statement: the only capabilities are the functions on the global `tools` object."}
 	}
-	if te.Line > 0 {
-		d.Location = &Location{Line: te.Line, Column: te.Column}
-	}
-	if d.Kind == ParseError && strings.TrimSpace(code) == "" {
-		d.Suggestions = []string{"Write the body of an async function and `return` the value you need."}
+	if ge.Line > 0 {
+		d.Location = &Location{Line: ge.Line, Column: ge.Column}
 	}
 	return d
 }

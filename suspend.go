@@ -13,10 +13,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/codemode-go/codemode/internal/enginebin"
 	"github.com/codemode-go/codemode/internal/envelope"
+	"github.com/codemode-go/codemode/internal/guest"
 	"github.com/codemode-go/codemode/internal/sandbox"
-	"github.com/codemode-go/codemode/internal/typescript"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -233,9 +233,13 @@ func (rt *Runtime) Resume(ctx context.Context, state []byte, results ...CallResu
 func (rt *Runtime) resume(runCtx context.Context, h *stateHeader, inner []byte, results []CallResult,
 	byIndex map[int]heldEntry, delivered map[int]bool) (*execution, sandbox.Result, *Result, error) {
 	none := &Result{ToolCalls: []ToolCall{}}
+	sus, ok := rt.sb.(guest.Suspender)
+	if !ok {
+		return nil, sandbox.Result{}, none, errNoSuspend
+	}
 	src := &source{code: h.Code, transformed: h.Transformed}
 	if !h.Transformed {
-		src.prog = typescript.Wrap(h.Code)
+		src.prog = language.Wrap(h.Code)
 	}
 	ex := rt.newExecution(runCtx, src, h.Limits, true)
 	ex.runID = h.RunID
@@ -278,7 +282,7 @@ func (rt *Runtime) resume(runCtx context.Context, h *stateHeader, inner []byte, 
 		// pending: they took effect, so they are undone now.
 		ex.compensate(late, 0)
 	}
-	sr, err := rt.sb.Resume(runCtx, ex.request(deadline), sandbox.State{Header: h.Sandbox, Snapshot: inner}, deliveries, away)
+	sr, err := sus.Resume(runCtx, ex.request(deadline), sandbox.State{Header: h.Sandbox, Snapshot: inner}, deliveries, away)
 	switch {
 	case errors.Is(err, sandbox.ErrStateEngine):
 		return nil, sr, none, ErrStateEngine
@@ -376,7 +380,7 @@ func (rt *Runtime) step(ctx, runCtx context.Context, ex *execution, sr sandbox.R
 	h.Session = ex.session
 	ex.mu.Unlock()
 	ex.dropGrace() // nothing of the run is running
-	h.Engine, h.Tools = engine.SHA256, rt.treeSum()
+	h.Engine, h.Tools = enginebin.SHA256, rt.treeSum()
 	h.Step++
 	h.Limits = ex.lim
 	h.SuspendedAt = now.UnixNano()
@@ -514,7 +518,7 @@ func (rt *Runtime) openState(state []byte) (*stateHeader, []byte, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrStateInvalid, err)
 	}
-	if h.Engine != engine.SHA256 {
+	if h.Engine != enginebin.SHA256 {
 		return nil, nil, ErrStateEngine
 	}
 	if h.Tools != rt.treeSum() {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/codemode-go/codemode/internal/enginebin"
 	"github.com/codemode-go/codemode/internal/sandbox"
 )
 
@@ -131,7 +131,7 @@ func TestSuspendingIsPartOfTheRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer rt.Close()
-		h := &stateHeader{Engine: engine.SHA256, Tools: rt.treeSum(), RunID: "r", Limits: limits{MaxMemoryBytes: 1 << 20}}
+		h := &stateHeader{Engine: enginebin.SHA256, Tools: rt.treeSum(), RunID: "r", Limits: limits{MaxMemoryBytes: 1 << 20}}
 		inner := sandbox.State{Header: json.RawMessage(`{}`), Snapshot: make([]byte, 3<<20)}
 		if _, err := rt.sealState(ctx, time.Now().Add(-time.Millisecond), h, inner); !errors.Is(err, errPastDeadline) {
 			t.Errorf("past the deadline: %v", err)

@@ -6,7 +6,7 @@
 #
 #   go test -tags codemode_embed -c -o /tmp/after.test .
 #   mkdir /tmp/before && git archive COMMIT | tar -x -C /tmp/before
-#   cp internal/engine/quickjs.wasm /tmp/before/internal/engine/
+#   cp internal/enginebin/quickjs.wasm /tmp/before/internal/enginebin/  # internal/engine/ before the rename
 #   cp suspend_bench_test.go /tmp/before/  # the benchmark uses only the public API
 #   (cd /tmp/before && go test -tags codemode_embed -c -o /tmp/before.test .)
 #   scripts/suspend-large.sh /tmp/before.test /tmp/after.test 7

@@ -11,8 +11,8 @@ import (
 // module against it at load, so a changed engine build fails with a named
 // error instead of a nil-function panic deep inside a run.
 
-// The ABI is that of the pinned build, engine.SHA256 (npm quickjs-wasi
-// engine.PackageVersion); [NewEngine] refuses other bytes.
+// The ABI is that of the pinned build, enginebin.SHA256 (npm quickjs-wasi
+// enginebin.PackageVersion); [NewEngine] refuses other bytes.
 
 // export names a guest function the host calls; exportNames maps each to
 // its name in the binary (see Instance.exports).

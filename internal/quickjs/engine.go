@@ -9,17 +9,17 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/codemode-go/codemode/internal/enginebin"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 )
 
 // ErrWasmMismatch means Config.Wasm is not the pinned engine build.
-var ErrWasmMismatch = errors.New("quickjs: Config.Wasm is not the pinned engine build (engine.SHA256)")
+var ErrWasmMismatch = errors.New("quickjs: Config.Wasm is not the pinned engine build (enginebin.SHA256)")
 
 // Config configures an [Engine].
 type Config struct {
-	// Wasm is the engine binary, as internal/engine resolves it. This
+	// Wasm is the engine binary, as internal/enginebin resolves it. This
 	// package never looks for it: where the bytes come from is delivery,
 	// kept apart from running them. NewEngine refuses any bytes but the
 	// pinned build, so the ABI is the one abi.go declares.
@@ -91,7 +91,7 @@ type Engine struct {
 
 // NewEngine verifies and compiles cfg.Wasm.
 func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
-	if sum := sha256.Sum256(cfg.Wasm); hex.EncodeToString(sum[:]) != engine.SHA256 {
+	if sum := sha256.Sum256(cfg.Wasm); hex.EncodeToString(sum[:]) != enginebin.SHA256 {
 		return nil, ErrWasmMismatch
 	}
 	if cfg.MaxMemoryBytes == 0 {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/codemode-go/codemode/internal/enginebin"
 )
 
 // testWasm is the engine as the sandbox gets it: embedded in tagged builds
@@ -15,7 +15,7 @@ import (
 // any of them the tests fail with the error that says how to install it.
 func testWasm(t testing.TB) []byte {
 	t.Helper()
-	b, _, err := engine.Resolve(context.Background(), nil)
+	b, _, err := enginebin.Resolve(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"context"
 
-	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/codemode-go/codemode/internal/enginebin"
 	"github.com/klauspost/compress/s2"
 )
 
@@ -43,7 +43,7 @@ const snapshotMagic = "CMQJSNP2"
 // globals.
 func (img *Image) digest() [32]byte {
 	h := sha256.New()
-	h.Write([]byte(engine.SHA256))
+	h.Write([]byte(enginebin.SHA256))
 	h.Write(img.mem)
 	for i, name := range img.e.globals {
 		h.Write([]byte(name))

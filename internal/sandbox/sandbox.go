@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/codemode-go/codemode/internal/enginebin"
 	"github.com/codemode-go/codemode/internal/quickjs"
 	"github.com/codemode-go/codemode/internal/secret"
 )
@@ -82,11 +82,11 @@ type Options struct {
 // ErrEngineUnavailable is wrapped by the error [New] returns when no
 // source has the engine binary. Its message lists why each source failed
 // and ends with the command that installs the engine.
-var ErrEngineUnavailable = engine.ErrUnavailable
+var ErrEngineUnavailable = enginebin.ErrUnavailable
 
 // ErrEngineMismatch is wrapped by the error [New] returns when engine
 // bytes are not the pinned build; the message names their source.
-var ErrEngineMismatch = engine.ErrMismatch
+var ErrEngineMismatch = enginebin.ErrMismatch
 
 // Sandbox runs programs. It is safe for concurrent use; runs are
 // independent of each other.
@@ -111,7 +111,7 @@ type Sandbox struct {
 // New resolves the engine binary (see Options.EngineWasm) and compiles
 // it. This is the slow step; share the Sandbox.
 func New(ctx context.Context, opts Options) (*Sandbox, error) {
-	wasm, _, err := engine.Resolve(ctx, opts.EngineWasm)
+	wasm, _, err := enginebin.Resolve(ctx, opts.EngineWasm)
 	if err != nil {
 		return nil, err
 	}

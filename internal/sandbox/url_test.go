@@ -8,7 +8,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/codemode-go/codemode/internal/enginebin"
 	"github.com/codemode-go/codemode/internal/quickjs"
 )
 
@@ -63,7 +63,7 @@ func urlEngine(t *testing.T) (*quickjs.Engine, string) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	wasm, _, err := engine.Resolve(ctx, nil)
+	wasm, _, err := enginebin.Resolve(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

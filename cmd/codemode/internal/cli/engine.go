@@ -11,7 +11,7 @@ import (
 	"os"
 	"os/signal"
 
-	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/codemode-go/codemode/internal/enginebin"
 	"github.com/codemode-go/codemode/internal/quickjs"
 	"github.com/codemode-go/codemode/internal/sandbox"
 	"github.com/codemode-go/codemode/internal/secret"
@@ -20,18 +20,18 @@ import (
 var engineUsage = `Usage:
   codemode engine install [FILE]   put the pinned engine in the per-user cache: fetch it
                                    with npm, or copy FILE (quickjs.wasm, or the npm tarball
-                                   quickjs-wasi-` + engine.PackageVersion + `.tgz) for hosts without a network
+                                   quickjs-wasi-` + enginebin.PackageVersion + `.tgz) for hosts without a network
   codemode engine path             print where the engine resolves from: SOURCE<TAB>WHERE
   codemode engine verify [--cache-dir DIR]
                                    check every engine binary present against the pinned hash,
                                    and the compiled engine cache (DIR, default the one the
                                    other commands use) against the per-user key that signs it
 
-The engine is QuickJS-NG from npm quickjs-wasi@` + engine.PackageVersion + `, SHA-256
-` + engine.SHA256 + `.
+The engine is QuickJS-NG from npm quickjs-wasi@` + enginebin.PackageVersion + `, SHA-256
+` + enginebin.SHA256 + `.
 It is resolved at run time, in order: the copy built in with -tags
-codemode_embed, the file $` + engine.EnvWasm + ` names, the per-user cache
-($` + engine.EnvCacheDir + ` or the user cache directory, then
+codemode_embed, the file $` + enginebin.EnvWasm + ` names, the per-user cache
+($` + enginebin.EnvCacheDir + ` or the user cache directory, then
 codemode/engine/SHA256/quickjs.wasm), and npm pack when npm is on PATH,
 which fills the cache. Compiled code is loaded from a cache directory
 only when it belongs to you, only you can write it, and the key in
@@ -92,41 +92,41 @@ func engineCmd(args []string, stdout, stderr io.Writer) int {
 // engineInstall writes the engine to the cache from FILE, or from npm when
 // file is empty, and prints the cache file's path.
 func engineInstall(file string, stdout, stderr io.Writer, fail func(error) int) int {
-	root, err := engine.CacheRoot()
+	root, err := enginebin.CacheRoot()
 	if err != nil {
-		return fail(fmt.Errorf("no per-user cache directory (%v): set $%s", err, engine.EnvCacheDir))
+		return fail(fmt.Errorf("no per-user cache directory (%v): set $%s", err, enginebin.EnvCacheDir))
 	}
 	var b []byte
-	src := engine.Source{Kind: engine.File, Path: file}
+	src := enginebin.Source{Kind: enginebin.File, Path: file}
 	if file != "" {
 		if b, err = os.ReadFile(file); err != nil {
 			return fail(err)
 		}
 		// An npm tarball is gzip; a wasm module starts with "\0asm".
 		if bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
-			if b, err = engine.FromTarball(b, src); err != nil {
+			if b, err = enginebin.FromTarball(b, src); err != nil {
 				return fail(err)
 			}
 		}
 	} else {
-		path := engine.CachePath(root)
-		if cur, err := os.ReadFile(path); err == nil && engine.Verify(cur, engine.Source{}) == nil {
+		path := enginebin.CachePath(root)
+		if cur, err := os.ReadFile(path); err == nil && enginebin.Verify(cur, enginebin.Source{}) == nil {
 			fmt.Fprintln(stdout, path)
 			return exitOK
 		}
-		npm := engine.DefaultFinder().Npm
+		npm := enginebin.DefaultFinder().Npm
 		if npm == "" {
-			return fail(fmt.Errorf("npm is not on PATH: install Node.js, or run `npm pack quickjs-wasi@%s` on a machine that has it and then `codemode engine install quickjs-wasi-%[1]s.tgz` here", engine.PackageVersion))
+			return fail(fmt.Errorf("npm is not on PATH: install Node.js, or run `npm pack quickjs-wasi@%s` on a machine that has it and then `codemode engine install quickjs-wasi-%[1]s.tgz` here", enginebin.PackageVersion))
 		}
-		fmt.Fprintf(stderr, "fetching quickjs-wasi@%s with npm...\n", engine.PackageVersion)
+		fmt.Fprintf(stderr, "fetching quickjs-wasi@%s with npm...\n", enginebin.PackageVersion)
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		defer stop()
-		src = engine.Source{Kind: engine.Npm}
-		if b, err = engine.FetchNpm(ctx, npm); err != nil {
+		src = enginebin.Source{Kind: enginebin.Npm}
+		if b, err = enginebin.FetchNpm(ctx, npm); err != nil {
 			return fail(err)
 		}
 	}
-	path, err := engine.Install(root, b, src)
+	path, err := enginebin.Install(root, b, src)
 	if err != nil {
 		return fail(err)
 	}
@@ -137,24 +137,24 @@ func engineInstall(file string, stdout, stderr io.Writer, fail func(error) int) 
 // enginePath prints the source a program would resolve the engine from.
 // It never fetches: when only npm would do, it says so.
 func enginePath(stdout io.Writer, fail func(error) int) int {
-	f := engine.DefaultFinder()
+	f := enginebin.DefaultFinder()
 	npm := f.Npm
 	f.Npm = ""
 	_, src, err := f.Find(context.Background())
 	switch {
 	case err == nil:
-	case errors.Is(err, engine.ErrUnavailable) && npm != "" && src.Kind == 0:
-		where := "npm pack quickjs-wasi@" + engine.PackageVersion + ", on first use"
+	case errors.Is(err, enginebin.ErrUnavailable) && npm != "" && src.Kind == 0:
+		where := "npm pack quickjs-wasi@" + enginebin.PackageVersion + ", on first use"
 		if f.CacheRoot != "" {
-			where += ", into " + engine.CachePath(f.CacheRoot)
+			where += ", into " + enginebin.CachePath(f.CacheRoot)
 		}
-		fmt.Fprintf(stdout, "%s\t%s\n", engine.Npm, where)
+		fmt.Fprintf(stdout, "%s\t%s\n", enginebin.Npm, where)
 		return exitOK
 	default:
 		return fail(err)
 	}
 	where := src.Path
-	if src.Kind == engine.Embedded {
+	if src.Kind == enginebin.Embedded {
 		where = "built into this binary"
 	}
 	fmt.Fprintf(stdout, "%s\t%s\n", src.Kind, where)
@@ -165,34 +165,34 @@ func enginePath(stdout io.Writer, fail func(error) int) int {
 // SOURCE<TAB>WHERE<TAB>SHA256<TAB>ok|MISMATCH (or the read error); then
 // checks the compiled code in cacheDir (see verifyCompiled).
 func engineVerify(cacheDir string, stdout io.Writer, fail func(error) int) int {
-	f := engine.DefaultFinder()
-	fmt.Fprintf(stdout, "pinned\tquickjs-wasi@%s\t%s\n", engine.PackageVersion, engine.SHA256)
+	f := enginebin.DefaultFinder()
+	fmt.Fprintf(stdout, "pinned\tquickjs-wasi@%s\t%s\n", enginebin.PackageVersion, enginebin.SHA256)
 	present, bad := 0, 0
-	report := func(kind engine.Kind, where string, b []byte, err error) {
+	report := func(kind enginebin.Kind, where string, b []byte, err error) {
 		present++
 		switch {
 		case err != nil:
 			bad++
 			fmt.Fprintf(stdout, "%s\t%s\t-\t%v\n", kind, where, err)
-		case engine.Verify(b, engine.Source{}) != nil:
+		case enginebin.Verify(b, enginebin.Source{}) != nil:
 			bad++
-			fmt.Fprintf(stdout, "%s\t%s\t%s\tMISMATCH\n", kind, where, engine.Sum(b))
+			fmt.Fprintf(stdout, "%s\t%s\t%s\tMISMATCH\n", kind, where, enginebin.Sum(b))
 		default:
-			fmt.Fprintf(stdout, "%s\t%s\t%s\tok\n", kind, where, engine.Sum(b))
+			fmt.Fprintf(stdout, "%s\t%s\t%s\tok\n", kind, where, enginebin.Sum(b))
 		}
 	}
 	if len(f.Embedded) > 0 {
-		report(engine.Embedded, "built into this binary", f.Embedded, nil)
+		report(enginebin.Embedded, "built into this binary", f.Embedded, nil)
 	}
 	if f.EnvPath != "" {
 		b, err := os.ReadFile(f.EnvPath)
-		report(engine.Env, f.EnvPath, b, err)
+		report(enginebin.Env, f.EnvPath, b, err)
 	}
 	if f.CacheRoot != "" {
-		path := engine.CachePath(f.CacheRoot)
+		path := enginebin.CachePath(f.CacheRoot)
 		b, err := os.ReadFile(path)
 		if !errors.Is(err, fs.ErrNotExist) {
-			report(engine.Cache, path, b, err)
+			report(enginebin.Cache, path, b, err)
 		}
 	}
 	var errs []error

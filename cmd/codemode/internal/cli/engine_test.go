@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/codemode-go/codemode/internal/enginebin"
 	"github.com/codemode-go/codemode/internal/quickjs"
 	"github.com/codemode-go/codemode/internal/sandbox"
 )
@@ -19,13 +19,13 @@ import (
 // returns the cache root and the pinned engine bytes.
 func engineEnv(t *testing.T, path string) (string, []byte) {
 	t.Helper()
-	good, _, err := engine.Resolve(context.Background(), nil)
+	good, _, err := enginebin.Resolve(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	t.Setenv(engine.EnvCacheDir, root)
-	t.Setenv(engine.EnvWasm, "")
+	t.Setenv(enginebin.EnvCacheDir, root)
+	t.Setenv(enginebin.EnvWasm, "")
 	t.Setenv("PATH", path)
 	return root, good
 }
@@ -49,7 +49,7 @@ func flip(b []byte) []byte {
 
 // builtIn reports whether this test binary carries the engine (make test
 // builds with -tags codemode_embed); it then resolves before env and cache.
-func builtIn() bool { return len(engine.DefaultFinder().Embedded) > 0 }
+func builtIn() bool { return len(enginebin.DefaultFinder().Embedded) > 0 }
 
 func TestEngineUsage(t *testing.T) {
 	for _, tc := range []struct {
@@ -96,7 +96,7 @@ func TestEngineInstall(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root, good := engineEnv(t, t.TempDir())
-			cache := engine.CachePath(root)
+			cache := enginebin.CachePath(root)
 			if tc.cache != nil {
 				put(t, cache, tc.cache(good))
 			}
@@ -112,7 +112,7 @@ func TestEngineInstall(t *testing.T) {
 				t.Errorf("stderr %q, want it to contain %q", errs, tc.errs)
 			}
 			b, err := os.ReadFile(cache)
-			if got := err == nil && engine.Sum(b) == engine.SHA256; got != tc.filled {
+			if got := err == nil && enginebin.Sum(b) == enginebin.SHA256; got != tc.filled {
 				t.Errorf("cache holds the engine: %v, want %v", got, tc.filled)
 			}
 			if tc.filled && strings.TrimSpace(out) != cache {
@@ -137,13 +137,13 @@ func TestEnginePath(t *testing.T) {
 		setup func(t *testing.T, root string, good []byte) // runs after engineEnv
 		npm   bool
 		exit  int
-		kind  engine.Kind // the first field printed
+		kind  enginebin.Kind // the first field printed
 	}{
-		{name: "cache", setup: func(t *testing.T, root string, good []byte) { put(t, engine.CachePath(root), good) }, kind: engine.Cache},
+		{name: "cache", setup: func(t *testing.T, root string, good []byte) { put(t, enginebin.CachePath(root), good) }, kind: enginebin.Cache},
 		{name: "env", setup: func(t *testing.T, root string, good []byte) {
-			t.Setenv(engine.EnvWasm, put(t, filepath.Join(t.TempDir(), "q.wasm"), good))
-		}, kind: engine.Env},
-		{name: "npm, not fetched", npm: true, kind: engine.Npm},
+			t.Setenv(enginebin.EnvWasm, put(t, filepath.Join(t.TempDir(), "q.wasm"), good))
+		}, kind: enginebin.Env},
+		{name: "npm, not fetched", npm: true, kind: enginebin.Npm},
 		{name: "nothing", exit: exitFailure},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,7 +160,7 @@ func TestEnginePath(t *testing.T) {
 			}
 			exit, kind := tc.exit, tc.kind
 			if builtIn() {
-				exit, kind = exitOK, engine.Embedded
+				exit, kind = exitOK, enginebin.Embedded
 			}
 			code, out, errs := runCLI(t, "", "engine", "path")
 			if code != exit {
@@ -186,12 +186,12 @@ func TestEngineVerify(t *testing.T) {
 		exit  int
 		lines []string // stdout contains each
 	}{
-		{name: "good cache", setup: func(t *testing.T, root string, good []byte) { put(t, engine.CachePath(root), good) },
-			lines: []string{"cache\t", "\t" + engine.SHA256 + "\tok"}},
-		{name: "corrupt cache", setup: func(t *testing.T, root string, good []byte) { put(t, engine.CachePath(root), flip(good)) },
+		{name: "good cache", setup: func(t *testing.T, root string, good []byte) { put(t, enginebin.CachePath(root), good) },
+			lines: []string{"cache\t", "\t" + enginebin.SHA256 + "\tok"}},
+		{name: "corrupt cache", setup: func(t *testing.T, root string, good []byte) { put(t, enginebin.CachePath(root), flip(good)) },
 			exit: exitFailure, lines: []string{"cache\t", "\tMISMATCH"}},
 		{name: "unreadable env", setup: func(t *testing.T, root string, good []byte) {
-			t.Setenv(engine.EnvWasm, filepath.Join(root, "missing.wasm"))
+			t.Setenv(enginebin.EnvWasm, filepath.Join(root, "missing.wasm"))
 		}, exit: exitFailure, lines: []string{"env\t"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -201,7 +201,7 @@ func TestEngineVerify(t *testing.T) {
 			if code != tc.exit {
 				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.exit, out, errs)
 			}
-			if !strings.HasPrefix(out, "pinned\tquickjs-wasi@"+engine.PackageVersion+"\t"+engine.SHA256+"\n") {
+			if !strings.HasPrefix(out, "pinned\tquickjs-wasi@"+enginebin.PackageVersion+"\t"+enginebin.SHA256+"\n") {
 				t.Errorf("stdout %q, want the pinned hash first", out)
 			}
 			for _, want := range tc.lines {
@@ -209,7 +209,7 @@ func TestEngineVerify(t *testing.T) {
 					t.Errorf("stdout %q, want it to contain %q", out, want)
 				}
 			}
-			if builtIn() && !strings.Contains(out, "embedded\tbuilt into this binary\t"+engine.SHA256+"\tok") {
+			if builtIn() && !strings.Contains(out, "embedded\tbuilt into this binary\t"+enginebin.SHA256+"\tok") {
 				t.Errorf("stdout %q, want the built-in copy reported ok", out)
 			}
 		})
@@ -271,7 +271,7 @@ func TestEngineVerifyCompiled(t *testing.T) {
 				t.Fatal(err)
 			}
 			_ = s.Close()
-			put(t, engine.CachePath(root), good) // so a binary is present without the built-in one
+			put(t, enginebin.CachePath(root), good) // so a binary is present without the built-in one
 			key, _, err := sandbox.CacheKey()
 			if err != nil {
 				t.Fatal(err)

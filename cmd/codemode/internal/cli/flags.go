@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/codemode-go/codemode"
-	"github.com/codemode-go/codemode/internal/engine"
+	"github.com/codemode-go/codemode/internal/enginebin"
 )
 
 // runtimeFlags configure the runtime a command builds. Each command
@@ -111,7 +111,7 @@ func (r *runtimeFlags) options(tools codemode.Tools) codemode.Options {
 // defaultCacheDir keeps compiled code beside the engine binary, under the
 // root $CODEMODE_CACHE_DIR moves.
 func defaultCacheDir() string {
-	if d, err := engine.CacheRoot(); err == nil {
+	if d, err := enginebin.CacheRoot(); err == nil {
 		return filepath.Join(d, "engine")
 	}
 	return ""

@@ -1,4 +1,4 @@
-package engine
+package enginebin
 
 import (
 	"bytes"
@@ -125,7 +125,7 @@ func TestOutOfTreeConsumer(t *testing.T) {
 	goLine := regexp.MustCompile(`(?m)^go \S+$`).Find(modFile)
 	mod := filepath.Join(tmp, "codemode")
 	copyModule(t, root, mod)
-	if _, err := os.Stat(filepath.Join(mod, "internal", "engine", "quickjs.wasm")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(mod, "internal", "enginebin", "quickjs.wasm")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the module copy has quickjs.wasm (%v); want it missing, as in a module download", err)
 	}
 

@@ -1,4 +1,4 @@
-// Package engine finds the QuickJS-NG engine binary (quickjs.wasm from the
+// Package enginebin finds the QuickJS-NG engine binary (quickjs.wasm from the
 // npm package quickjs-wasi) and checks it against the pinned build.
 //
 // The binary is a third-party build the repository does not contain, so a
@@ -11,5 +11,7 @@
 // installs it.
 //
 // This package only delivers bytes; internal/quickjs compiles and runs
-// them, and is the only package that knows WebAssembly.
-package engine
+// them, and is the only package that knows WebAssembly. Hence the name:
+// the engine binary, as a file to find and check, not the engine that
+// runs it (in wazero's vocabulary an engine is the compiler).
+package enginebin

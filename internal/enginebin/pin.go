@@ -1,4 +1,4 @@
-package engine
+package enginebin
 
 // The pinned engine build. Updating the engine means changing all three
 // together (see README.md): the SHA-256 is what every source is checked

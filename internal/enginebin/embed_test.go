@@ -1,6 +1,6 @@
 //go:build codemode_embed
 
-package engine
+package enginebin
 
 import (
 	"context"

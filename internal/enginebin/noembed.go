@@ -1,6 +1,6 @@
 //go:build !codemode_embed
 
-package engine
+package enginebin
 
 // embedded is empty without the codemode_embed tag: the engine is resolved
 // at run time (see Resolve).

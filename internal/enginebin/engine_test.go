@@ -1,4 +1,4 @@
-package engine
+package enginebin
 
 import (
 	"bytes"
@@ -382,7 +382,7 @@ func TestNoWasm(t *testing.T) {
 			t.Fatalf("go list: %v\n%s", err, out)
 		}
 		if strings.Contains(string(out), "wazero") {
-			t.Errorf("tags %q: internal/engine depends on wazero:\n%s", tags, out)
+			t.Errorf("tags %q: internal/enginebin depends on wazero:\n%s", tags, out)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package engine
+package enginebin
 
 import (
 	"archive/tar"
