@@ -37,6 +37,10 @@ type Steps struct {
 	// Owner names this process in the records of the steps it takes
 	// (ErrStepTaken messages name it). Empty means host:pid.
 	Owner string
+	// KeepStates keeps each step's state in its record too, so that a
+	// host can hand out a reference to a run (its RunID and Step) instead
+	// of the state, and read the state back with State.
+	KeepStates bool
 }
 
 // Start runs code as Runtime.ExecuteSuspendable does and, when the run
@@ -46,7 +50,7 @@ func (d Steps) Start(ctx context.Context, code string) (Result, *Suspended, erro
 	if err != nil || s == nil {
 		return res, s, err
 	}
-	if _, err := d.Runs.Create(ctx, s.RunID, store.Run{Step: s.Step, State: stateSum(s.State)}); err != nil {
+	if _, err := d.Runs.Create(ctx, s.RunID, d.record(s)); err != nil {
 		return res, nil, fmt.Errorf("codemode: recording the run: %w", err)
 	}
 	return res, s, nil
@@ -82,7 +86,7 @@ func (d Steps) Resume(ctx context.Context, state []byte, answer Answer) (Result,
 	res, next, err := d.Runtime.Resume(ctx, state, results...)
 	switch {
 	case next != nil:
-		_, rerr := d.Runs.Update(ctx, s.RunID, store.Run{Step: next.Step, State: stateSum(next.State)}, rev)
+		_, rerr := d.Runs.Update(ctx, s.RunID, d.record(next), rev)
 		if rerr != nil {
 			return res, nil, fmt.Errorf("codemode: recording step %d of run %s: %w", next.Step, s.RunID, rerr)
 		}
@@ -106,13 +110,14 @@ func (d Steps) take(ctx context.Context, s *Suspended, state []byte) (uint64, er
 		return 0, fmt.Errorf("codemode: reading the run's record: %w", err)
 	case rec.Step != s.Step:
 		return 0, fmt.Errorf("%w: run %s is at step %d, and this state is of step %d", ErrStepTaken, s.RunID, rec.Step, s.Step)
-	case rec.State != stateSum(state):
+	case rec.Sum != stateSum(state):
 		return 0, fmt.Errorf("%w: step %d of run %s has another state", ErrStepTaken, s.Step, s.RunID)
 	case rec.TakenBy != "":
 		return 0, fmt.Errorf("%w: step %d of run %s was taken by %s at %s, and a step runs at most once (its calls may have been made)",
 			ErrStepTaken, s.Step, s.RunID, rec.TakenBy, rec.TakenAt.Format(time.RFC3339))
 	}
 	rec.TakenBy, rec.TakenAt = d.owner(), time.Now().UTC()
+	rec.State = nil // the record of a step taken needs no state
 	rev, err = d.Runs.Update(ctx, s.RunID, rec, rev)
 	switch {
 	case errors.Is(err, store.ErrConflict):
@@ -121,6 +126,34 @@ func (d Steps) take(ctx context.Context, s *Suspended, state []byte) (uint64, er
 		return 0, fmt.Errorf("codemode: taking the step: %w", err)
 	}
 	return rev, nil
+}
+
+// record is the record of a step not taken yet.
+func (d Steps) record(s *Suspended) store.Run {
+	r := store.Run{Step: s.Step, Sum: stateSum(s.State)}
+	if d.KeepStates {
+		r.State = s.State
+	}
+	return r
+}
+
+// State returns the state of a run's current step, from a run store that
+// keeps them (KeepStates), and the step. It returns ErrStepTaken for a run
+// the store does not know or whose step was taken, and an error for one
+// whose record holds no state.
+func (d Steps) State(ctx context.Context, runID string) ([]byte, int, error) {
+	rec, _, err := d.Runs.Get(ctx, runID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, 0, fmt.Errorf("%w: run %s is not in the run store: it has ended, or it was not started with this store", ErrStepTaken, runID)
+	case err != nil:
+		return nil, 0, fmt.Errorf("codemode: reading the run's record: %w", err)
+	case rec.TakenBy != "":
+		return nil, 0, fmt.Errorf("%w: step %d of run %s was taken by %s at %s", ErrStepTaken, rec.Step, runID, rec.TakenBy, rec.TakenAt.Format(time.RFC3339))
+	case rec.State == nil:
+		return nil, 0, fmt.Errorf("codemode: the record of run %s holds no state (it was not kept with KeepStates)", runID)
+	}
+	return rec.State, rec.Step, nil
 }
 
 func (d Steps) owner() string {

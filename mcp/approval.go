@@ -2,10 +2,9 @@ package mcp
 
 import (
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -13,6 +12,7 @@ import (
 	"weak"
 
 	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/internal/envelope"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -22,10 +22,11 @@ import (
 // user. A client on a protocol version with multi round-trip requests
 // (SEP-2322) gets the question as the execute call's input requests: the
 // run is suspended meanwhile — no instance is held while the user thinks
-// — and its state travels in the request state, encrypted and bound to
-// the session, since it holds tool results the program has not chosen to
-// return. The client retries the call with the answers, and the run goes
-// on. An older client that supports elicitation is asked while the run
+// — its state waits in the server's run store, and the request state is a
+// ticket naming the run's step, sealed and bound to the session (the
+// state holds tool results the program has not chosen to return, so it
+// never goes to the client). The client retries the call with the answers
+// and the ticket, and the run goes on; a ticket continues its run once. An older client that supports elicitation is asked while the run
 // waits (elicitApproval); a client that supports neither gets those calls
 // denied, with a message saying why.
 
@@ -60,16 +61,24 @@ var errApprovalUsed = errors.New("this approval was answered already (a request 
 func (s *Server) roundTrip(ctx context.Context, rt *codemode.Runtime, req *mcpsdk.CallToolRequest, code string) (codemode.Result, *mcpsdk.CallToolResult, error) {
 	ss := req.Session
 	session := s.sessionName(ss)
-	steps := codemode.Steps{Runtime: rt, Runs: s.steps}
+	steps := codemode.Steps{Runtime: rt, Runs: s.steps, KeepStates: true}
 	var res codemode.Result
 	var susp *codemode.Suspended
 	var err error
 	if req.Params.RequestState == "" {
 		res, susp, err = steps.Start(ctx, code)
 	} else {
-		state, oerr := s.openRequestState(req.Params.RequestState, s.binding(ss))
+		t, oerr := s.openTicket(req.Params.RequestState, s.binding(ss))
 		if oerr != nil {
 			return codemode.Result{}, nil, oerr
+		}
+		state, step, serr := steps.State(ctx, t.Run)
+		switch {
+		case errors.Is(serr, codemode.ErrStepTaken) || serr == nil && step != t.Step:
+			s.log.Warn("an approval was answered again; refused", "run", t.Run, "step", t.Step)
+			return codemode.Result{}, nil, errApprovalUsed
+		case serr != nil:
+			return codemode.Result{}, nil, serr
 		}
 		res, susp, err = steps.Resume(ctx, state, func(ctx context.Context, pending *codemode.Suspended) ([]codemode.CallResult, error) {
 			var results []codemode.CallResult
@@ -94,16 +103,14 @@ func (s *Server) roundTrip(ctx context.Context, rt *codemode.Runtime, req *mcpsd
 			return codemode.Result{}, nil, errApprovalState
 		}
 		if susp == nil {
-			if in, ierr := rt.Inspect(state); ierr == nil {
-				s.untrackParked(session, in.RunID)
-			}
+			s.untrackParked(session, t.Run)
 		}
 	}
 	if err != nil || susp == nil {
 		return res, nil, err
 	}
 	s.trackParked(session, susp.RunID)
-	sealed, err := s.sealRequestState(susp.State, s.binding(ss))
+	sealed, err := s.sealTicket(ticket{Run: susp.RunID, Step: susp.Step, Session: s.binding(ss)})
 	if err != nil {
 		return codemode.Result{}, nil, err
 	}
@@ -208,40 +215,41 @@ func (s *Server) binding(ss *mcpsdk.ServerSession) string {
 	return v.(string)
 }
 
-// sealRequestState encrypts a run's state for the client to carry
-// (AES-256-GCM under the server's key, the session id as associated
-// data): the client learns nothing of it and cannot use it in another
-// session.
-func (s *Server) sealRequestState(state []byte, session string) (string, error) {
-	aead, err := s.stateCipher()
+// ticket is what a client carries between the round trips of an
+// approval: which step of which run it answers, in which session. The
+// state itself stays in the server's run store (ServerOptions.Runs), so
+// the client learns nothing of what the program read.
+type ticket struct {
+	Run     string `json:"run"`
+	Step    int    `json:"step"`
+	Session string `json:"session"`
+}
+
+const ticketMagic = "CMTICKT1"
+
+// sealTicket seals a ticket in the envelope states use, under a key of
+// the server's.
+func (s *Server) sealTicket(t ticket) (string, error) {
+	head, err := json.Marshal(t)
 	if err != nil {
 		return "", err
 	}
-	nonce := make([]byte, aead.NonceSize())
-	_, _ = rand.Read(nonce)
-	return base64.RawURLEncoding.EncodeToString(aead.Seal(nonce, nonce, state, []byte(session))), nil
+	b, err := envelope.Seal(nil, ticketMagic, head, s.ticketKey[:], nil)
+	if err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-func (s *Server) openRequestState(sealed, session string) ([]byte, error) {
-	aead, err := s.stateCipher()
-	if err != nil {
-		return nil, err
-	}
+// openTicket opens a ticket sealed for this session.
+func (s *Server) openTicket(sealed, session string) (ticket, error) {
+	var t ticket
 	b, err := base64.RawURLEncoding.DecodeString(sealed)
-	if err != nil || len(b) < aead.NonceSize() {
-		return nil, errApprovalState
-	}
-	state, err := aead.Open(nil, b[:aead.NonceSize()], b[aead.NonceSize():], []byte(session))
 	if err != nil {
-		return nil, errApprovalState
+		return t, errApprovalState
 	}
-	return state, nil
-}
-
-func (s *Server) stateCipher() (cipher.AEAD, error) {
-	block, err := aes.NewCipher(s.sealKey[:])
-	if err != nil {
-		return nil, err
+	if _, _, err := envelope.Open(b, ticketMagic, [][]byte{s.ticketKey[:]}, &t); err != nil || t.Session != session {
+		return t, errApprovalState
 	}
-	return cipher.NewGCM(block)
+	return t, nil
 }

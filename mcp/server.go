@@ -61,10 +61,10 @@ type ServerOptions struct {
 	// means sessions never expire.
 	SessionIdleTimeout time.Duration
 
-	// Runs keeps the records of runs that wait for the user's approval
-	// (see Runtime.Policy), so that each request state the server hands
-	// out can be used once: a retried or replayed one is refused.
-	// Records of a session's runs are deleted when it ends. Nil means a
+	// Runs keeps the runs that wait for the user's approval (see
+	// Runtime.Policy): their states, and the records that let each ticket
+	// the server hands out be used once (a retried or replayed one is
+	// refused). A session's runs are deleted when it ends. Nil means a
 	// store in this process's memory.
 	Runs store.Runs
 
@@ -126,10 +126,10 @@ type Server struct {
 	// hold (watch).
 	watched sync.Map
 
-	// keys for approvals: stateKey signs suspended runs, sealKey encrypts
-	// them for the client to carry (approval.go)
-	stateKey, sealKey [32]byte
-	bindings          sync.Map // weak *mcpsdk.ServerSession → its binding
+	// keys for approvals: stateKey signs suspended runs, ticketKey the
+	// tickets clients carry between round trips (approval.go)
+	stateKey, ticketKey [32]byte
+	bindings            sync.Map // weak *mcpsdk.ServerSession → its binding
 
 	// slots holds one token per run in flight when MaxRuns caps them; nil
 	// means no cap. A channel rather than a mutex: runs proceed in
@@ -162,7 +162,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		s.steps = &store.MemoryRuns{}
 	}
 	_, _ = rand.Read(s.stateKey[:])
-	_, _ = rand.Read(s.sealKey[:])
+	_, _ = rand.Read(s.ticketKey[:])
 	if opts.MaxRuns > 0 {
 		s.slots = make(chan struct{}, opts.MaxRuns)
 	}

@@ -12,9 +12,13 @@ type Run struct {
 	// Step is the step the run is at: the Step of the Suspended that holds
 	// its current state.
 	Step int `json:"step"`
-	// State is the hex SHA-256 of that step's state: the record admits
-	// this state and no other.
-	State string `json:"state"`
+	// Sum is the hex SHA-256 of that step's state: the record admits this
+	// state and no other.
+	Sum string `json:"sum"`
+	// State is the step's state itself, for a host that keeps states in
+	// the run store and hands out references to them (codemode.Steps with
+	// KeepStates); nil for one that keeps them elsewhere.
+	State []byte `json:"state,omitempty"`
 	// TakenBy, when not empty, names who took the step to run it, at
 	// TakenAt. A taken step is never handed out again: its calls may have
 	// been made.

@@ -29,7 +29,7 @@ func TestRunsContract(t *testing.T) {
 			if _, _, err := runs.Get(ctx, "r1"); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("get of nothing: %v", err)
 			}
-			rev, err := runs.Create(ctx, "r1", Run{Step: 1, State: "aa"})
+			rev, err := runs.Create(ctx, "r1", Run{Step: 1, Sum: "aa"})
 			if err != nil || rev == 0 {
 				t.Fatalf("create: %d %v", rev, err)
 			}
@@ -37,11 +37,11 @@ func TestRunsContract(t *testing.T) {
 				t.Fatalf("second create: %v", err)
 			}
 			got, grev, err := runs.Get(ctx, "r1")
-			if err != nil || grev != rev || got.Step != 1 || got.State != "aa" {
+			if err != nil || grev != rev || got.Step != 1 || got.Sum != "aa" {
 				t.Fatalf("get: %+v %d %v", got, grev, err)
 			}
 			at := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
-			rev2, err := runs.Update(ctx, "r1", Run{Step: 1, State: "aa", TakenBy: "me", TakenAt: at}, rev)
+			rev2, err := runs.Update(ctx, "r1", Run{Step: 1, Sum: "aa", TakenBy: "me", TakenAt: at}, rev)
 			if err != nil || rev2 == rev {
 				t.Fatalf("update: %d %v", rev2, err)
 			}
