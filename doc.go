@@ -15,8 +15,12 @@
 //	}})
 //	res, err := rt.Execute(ctx, `return await tools.orders.lookup({ id: "o-1" })`)
 //
-// Program failures are data in the Result, never a Go error; Execute
-// returns an error only when the caller's context is cancelled.
+// Program failures are data in the Result, never a Go error. Execute
+// returns an error only when the run did not run or was interrupted:
+// ErrClosed (the Runtime was closed before it began), the context's
+// error (the caller cancelled it or its deadline passed), or ErrStopped
+// (Close stopped it); an interrupted run's Result holds what happened
+// until then.
 //
 // Beyond one call that waits for the end:
 //   - [Runtime.ExecuteSuspendable] and [Runtime.Resume]: a run that waits
