@@ -29,17 +29,26 @@ type DirRuns struct {
 // run records. It refuses a path that is a symbolic link or not a
 // directory.
 func OpenDirRuns(dir string) (*DirRuns, error) {
+	if err := openDir(dir); err != nil {
+		return nil, err
+	}
+	return &DirRuns{dir: dir}, nil
+}
+
+// openDir makes a store's directory (mode 0700) when it is missing, and
+// refuses a path that is a symbolic link or not a directory.
+func openDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+		return fmt.Errorf("store: %w", err)
 	}
 	fi, err := os.Lstat(dir)
 	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+		return fmt.Errorf("store: %w", err)
 	}
 	if !fi.IsDir() {
-		return nil, fmt.Errorf("store: %s is not a directory (a symbolic link is not followed)", dir)
+		return fmt.Errorf("%w: %s is not a directory (a symbolic link is not followed)", errRefused, dir)
 	}
-	return &DirRuns{dir: dir}, nil
+	return nil
 }
 
 // Dir returns the directory.

@@ -69,15 +69,8 @@ const turnStripes = 64
 // bytes of keys and values; zero (or less) means 1,000 keys and 1 MiB. It
 // refuses a path that is a symbolic link or not a directory.
 func OpenDirValues(dir string, maxKeys, maxBytes int) (*DirValues, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("%w: %s is not a directory", errRefused, dir)
+	if err := openDir(dir); err != nil {
+		return nil, err
 	}
 	maxKeys, maxBytes = quotas(maxKeys, maxBytes)
 	return &DirValues{dir: dir, maxKeys: maxKeys, maxBytes: maxBytes}, nil
