@@ -95,7 +95,8 @@ const (
 // Cells keeps cells: runs that go on after their caller stops waiting,
 // whatever Runtime each runs on, so a host that replaces its Runtime (new
 // tools) keeps one Cells, and its cells with it. It is safe for
-// concurrent use.
+// concurrent use; the zero value is ready to use, with the default
+// CellOptions.
 type Cells struct {
 	opts CellOptions
 
@@ -123,6 +124,17 @@ func NewCells(opts CellOptions) (*Cells, error) {
 	return &Cells{opts: opts, cells: map[string]*cell{}, count: map[string]int{}}, nil
 }
 
+// ready fills in what a zero Cells lacks; cs.mu is held.
+func (cs *Cells) ready() {
+	if cs.cells != nil {
+		return
+	}
+	cs.cells, cs.count = map[string]*cell{}, map[string]int{}
+	if cs.opts == (CellOptions{}) {
+		cs.opts = CellOptions{MaxPerSession: DefaultMaxCellsPerSession, IdleTimeout: DefaultCellIdleTimeout, YieldBytes: DefaultCellYieldBytes}
+	}
+}
+
 // Start runs code on rt in a cell: the run goes on after Start returns,
 // until it ends, its cell is cancelled, it expires (nobody waited for it
 // for IdleTimeout), or rt or the Cells is closed. The run's context keeps
@@ -140,6 +152,7 @@ func (cs *Cells) Start(ctx context.Context, rt *Runtime, code string, opts ...Ce
 	session := sessionOf(ctx)
 	c := &cell{id: "c-" + newRunID()[:16], session: session, news: make(chan struct{})}
 	cs.mu.Lock()
+	cs.ready()
 	switch {
 	case cs.closed:
 		cs.mu.Unlock()

@@ -46,6 +46,9 @@ type Steps struct {
 // Start runs code as Runtime.ExecuteSuspendable does and, when the run
 // suspends, records its first step.
 func (d Steps) Start(ctx context.Context, code string) (Result, *Suspended, error) {
+	if err := d.check(); err != nil {
+		return Result{ToolCalls: []ToolCall{}}, nil, err
+	}
 	res, s, err := d.Runtime.ExecuteSuspendable(ctx, code)
 	if err != nil || s == nil {
 		return res, s, err
@@ -71,6 +74,9 @@ type Answer func(ctx context.Context, s *Suspended) ([]CallResult, error)
 // after which the step stays taken.
 func (d Steps) Resume(ctx context.Context, state []byte, answer Answer) (Result, *Suspended, error) {
 	none := Result{ToolCalls: []ToolCall{}}
+	if err := d.check(); err != nil {
+		return none, nil, err
+	}
 	s, err := d.Runtime.Inspect(state)
 	if err != nil {
 		return none, nil, err
@@ -128,6 +134,16 @@ func (d Steps) take(ctx context.Context, s *Suspended, state []byte) (uint64, er
 	return rev, nil
 }
 
+// ErrNoRunStore: a Steps without a Runtime or a run store.
+var ErrNoRunStore = errors.New("codemode: Steps needs a Runtime and a run store (Runs)")
+
+func (d Steps) check() error {
+	if d.Runtime == nil || d.Runs == nil {
+		return ErrNoRunStore
+	}
+	return nil
+}
+
 // record is the record of a step not taken yet.
 func (d Steps) record(s *Suspended) store.Run {
 	r := store.Run{Step: s.Step, Sum: stateSum(s.State)}
@@ -142,6 +158,9 @@ func (d Steps) record(s *Suspended) store.Run {
 // the store does not know or whose step was taken, and an error for one
 // whose record holds no state.
 func (d Steps) State(ctx context.Context, runID string) ([]byte, int, error) {
+	if err := d.check(); err != nil {
+		return nil, 0, err
+	}
 	rec, _, err := d.Runs.Get(ctx, runID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -9,7 +9,7 @@ import (
 
 // MemoryValues is a Values in this process's memory, bounded per session.
 // A session with no values takes no memory: deleting its last key forgets
-// it. The zero value is not usable: make one with NewMemoryValues.
+// it. The zero value is ready to use, with the default quotas.
 type MemoryValues struct {
 	maxKeys, maxBytes int
 
@@ -73,8 +73,12 @@ func (m *MemoryValues) Put(_ context.Context, session, key string, value json.Ra
 		s = &memSession{values: map[string]json.RawMessage{}}
 	}
 	old, had := s.values[key]
-	if err := checkQuota(m.maxKeys, m.maxBytes, len(s.values), s.bytes, key, len(value), had, len(old)); err != nil {
+	maxKeys, maxBytes := quotas(m.maxKeys, m.maxBytes)
+	if err := checkQuota(maxKeys, maxBytes, len(s.values), s.bytes, key, len(value), had, len(old)); err != nil {
 		return err
+	}
+	if m.sessions == nil {
+		m.sessions = map[string]*memSession{}
 	}
 	m.sessions[session] = s
 	s.values[key] = slices.Clone(value)
