@@ -328,7 +328,7 @@ func TestApprovalShowsExactlyWhatRuns(t *testing.T) {
 	if err != nil || s == nil {
 		t.Fatal(err)
 	}
-	if canon, _ := CanonicalJSON(s.Pending[0].Input); string(canon) != want {
+	if canon, _ := canonicalJSON(s.Pending[0].Input); string(canon) != want {
 		t.Fatalf("pending input shown as %.200s", canon)
 	}
 	// Too large to show: denied before anyone is asked.
@@ -342,13 +342,13 @@ func TestApprovalShowsExactlyWhatRuns(t *testing.T) {
 		t.Fatalf("%s %+v", clip(res), s)
 	}
 	// Characters past U+FFFF that hide are written as surrogate pairs.
-	c, err := CanonicalJSON(json.RawMessage(`{"t":"\udb40\udc41x","n":12345678901234567890,"s":"é"}`))
+	c, err := canonicalJSON(json.RawMessage(`{"t":"\udb40\udc41x","n":12345678901234567890,"s":"é"}`))
 	if err != nil || string(c) != `{"n":12345678901234567890,"s":"é","t":"\udb40\udc41x"}` {
 		t.Fatalf("%s %v", c, err)
 	}
 	for _, bad := range []string{`{"a":1} {"b":2}`, `{`, ``} {
-		if _, err := CanonicalJSON(json.RawMessage(bad)); err == nil {
-			t.Errorf("CanonicalJSON(%q) accepted it", bad)
+		if _, err := canonicalJSON(json.RawMessage(bad)); err == nil {
+			t.Errorf("canonicalJSON(%q) accepted it", bad)
 		}
 	}
 }

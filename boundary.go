@@ -51,7 +51,7 @@ func validateOutput(schema *jsonschema.Resolved, raw json.RawMessage) error {
 	return nil
 }
 
-// CanonicalJSON writes a JSON value the one way codemode shows values to
+// canonicalJSON writes a JSON value the one way codemode shows values to
 // the people who judge them (Call.Shown): object keys sorted (of
 // duplicate keys the last, as a JSON decoder keeps it), no insignificant
 // whitespace, numbers as written, and every character that displays as
@@ -59,8 +59,8 @@ func validateOutput(schema *jsonschema.Resolved, raw json.RawMessage) error {
 // and bidirectional marks, spaces other than U+0020, private-use and
 // unassigned characters, variation selectors) escaped as \uXXXX. The result is the same JSON value, and
 // no order of keys, padding or invisible character can hide or disguise
-// a part of it: show a pending call's Input this way, whole.
-func CanonicalJSON(raw json.RawMessage) (json.RawMessage, error) {
+// a part of it.
+func canonicalJSON(raw json.RawMessage) (json.RawMessage, error) {
 	if canonicalAlready(raw) {
 		// What JSON.stringify writes mostly is: no need to decode it.
 		return bytes.Clone(raw), nil
@@ -68,7 +68,7 @@ func CanonicalJSON(raw json.RawMessage) (json.RawMessage, error) {
 	return canonicalSlow(raw)
 }
 
-// canonicalSlow is CanonicalJSON by decoding and writing again.
+// canonicalSlow is canonicalJSON by decoding and writing again.
 func canonicalSlow(raw json.RawMessage) (json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -159,7 +159,7 @@ func writeCanonicalString(b *bytes.Buffer, s string) {
 }
 
 // canonicalAlready reports whether raw is valid JSON written exactly as
-// CanonicalJSON writes it: no whitespace, the keys of every object in
+// canonicalJSON writes it: no whitespace, the keys of every object in
 // increasing order, and no character or escape it would write otherwise.
 // It says false when it cannot tell cheaply (a key with an escape in it).
 func canonicalAlready(raw []byte) bool {
@@ -209,7 +209,7 @@ func canonicalAlready(raw []byte) bool {
 
 // scanCanonicalString checks the string starting at raw[start] (a quote)
 // and returns the index of its closing quote; escaped reports a backslash
-// in it. ok is false for anything CanonicalJSON would write otherwise.
+// in it. ok is false for anything canonicalJSON would write otherwise.
 func scanCanonicalString(raw []byte, start int) (end int, escaped, ok bool) {
 	for i := start + 1; i < len(raw); {
 		c := raw[i]

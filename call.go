@@ -36,14 +36,19 @@ type Call struct {
 	Declared bool `json:"declared,omitempty"`
 }
 
-// Shown is the call's input as a person should see it: CanonicalJSON of
-// Input, the same value written the one way in which no key order,
-// padding or invisible character hides a part of it.
+// Shown is the call's input as a person should see it, whole: the same
+// JSON value as Input written one way only — object keys sorted (of
+// duplicate keys the last), no insignificant whitespace, numbers as
+// written, and every character that displays as nothing, as a space or
+// reorders its neighbours (controls, zero-width and bidirectional marks,
+// spaces other than U+0020, private-use and unassigned characters,
+// variation selectors) escaped as \uXXXX — so that no key order, padding
+// or invisible character hides or disguises a part of it.
 func (c Call) Shown() json.RawMessage {
 	if len(c.Input) == 0 {
 		return c.Input
 	}
-	s, err := CanonicalJSON(c.Input)
+	s, err := canonicalJSON(c.Input)
 	if err != nil {
 		// Not JSON (a host's hand-made Call): shown as a string, whole.
 		s, _ = json.Marshal(string(c.Input))

@@ -161,7 +161,7 @@ func FuzzCanonicalJSON(f *testing.F) {
 		return v, err
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		c, err := CanonicalJSON(in)
+		c, err := canonicalJSON(in)
 		if err != nil {
 			return
 		}
@@ -173,7 +173,7 @@ func FuzzCanonicalJSON(f *testing.F) {
 		if err != nil || !reflect.DeepEqual(a, b) {
 			t.Fatalf("%q → %q: another value (%v)", in, c, err)
 		}
-		if again, err := CanonicalJSON(c); err != nil || string(again) != string(c) {
+		if again, err := canonicalJSON(c); err != nil || string(again) != string(c) {
 			t.Fatalf("%q → %q → %q: not a fixed point", in, c, again)
 		}
 		if canonicalAlready(in) {

@@ -116,7 +116,7 @@ func (s *Server) roundTrip(ctx context.Context, rt *codemode.Runtime, req *mcpsd
 	}
 	requests := mcpsdk.InputRequestMap{}
 	for _, p := range susp.Pending {
-		requests[strconv.Itoa(p.Index)] = approvalRequest(p.Reason, p.Name, p.Annotations, p.Input)
+		requests[strconv.Itoa(p.Index)] = approvalRequest(p.Reason, p.Call)
 	}
 	return res, &mcpsdk.CallToolResult{InputRequests: requests, RequestState: sealed}, nil
 }
@@ -125,15 +125,11 @@ func (s *Server) roundTrip(ctx context.Context, rt *codemode.Runtime, req *mcpsd
 // the question, the tool with its annotations, and the whole input as
 // canonical JSON (the policy denied calls whose input is too large to
 // show whole).
-func approvalRequest(question, tool string, a *codemode.Annotations, input []byte) *mcpsdk.ElicitParams {
-	in, err := codemode.CanonicalJSON(input)
-	if err != nil {
-		in = []byte(strconv.Quote(string(input)))
-	}
+func approvalRequest(question string, c codemode.Call) *mcpsdk.ElicitParams {
 	if question == "" {
-		question = "Allow " + tool + "?"
+		question = "Allow " + c.Name + "?"
 	}
-	msg := fmt.Sprintf("%s\n\nThe program calls %s%s with this input (all of it):\n%s", question, tool, annotationText(a), in)
+	msg := fmt.Sprintf("%s\n\nThe program calls %s%s with this input (all of it):\n%s", question, c.Name, annotationText(c.Annotations), c.Shown())
 	return &mcpsdk.ElicitParams{
 		Message: msg,
 		RequestedSchema: map[string]any{
@@ -181,7 +177,7 @@ func (s *Server) elicitApproval(ctx context.Context, c codemode.Call, question s
 		return codemode.Decision{Verdict: codemode.Deny,
 			Reason: "it needs the user's approval, and this MCP client cannot ask the user (it does not support elicitation)"}
 	}
-	res, err := ss.Elicit(ctx, approvalRequest(question, c.Name, c.Annotations, c.Input))
+	res, err := ss.Elicit(ctx, approvalRequest(question, c))
 	switch {
 	case err != nil:
 		s.log.Warn("asking the user to approve a call failed", "tool", c.Name, "error", err)
