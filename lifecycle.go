@@ -2,6 +2,7 @@ package codemode
 
 import (
 	"context"
+	"errors"
 
 	"github.com/codemode-go/codemode/internal/sandbox"
 )
@@ -65,4 +66,38 @@ func (t stepTelemetry) end(res Result, s *Suspended, err error) (Result, *Suspen
 		t.r.endStep(res, s != nil, err)
 	}
 	return res, s, err
+}
+
+// enter registers a run with the Runtime: its context ends when ctx does
+// or Close stops it; done must follow.
+func (rt *Runtime) enter(ctx context.Context) (context.Context, func(), error) {
+	rt.mu.Lock()
+	if rt.closed {
+		rt.mu.Unlock()
+		return nil, nil, ErrClosed
+	}
+	rt.runs.Add(1)
+	rt.mu.Unlock()
+	runCtx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(rt.closing, func() { cancel(ErrStopped) })
+	return runCtx, func() {
+		stop()
+		cancel(nil)
+		rt.runs.Done()
+	}, nil
+}
+
+// interruption names why a run was interrupted: ErrStopped when Close
+// stopped it, else ctx's error.
+func (rt *Runtime) interruption(ctx, runCtx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(context.Cause(runCtx), ErrStopped) {
+		return ErrStopped
+	}
+	if e := ctx.Err(); e != nil {
+		return e
+	}
+	return err
 }
