@@ -112,16 +112,21 @@ func NewCells(opts CellOptions) (*Cells, error) {
 	if opts.MaxPerSession < 0 || opts.IdleTimeout < 0 || opts.YieldBytes < 0 {
 		return nil, fmt.Errorf("%w: CellOptions may not be negative", ErrInvalidOptions)
 	}
-	if opts.MaxPerSession == 0 {
-		opts.MaxPerSession = DefaultMaxCellsPerSession
+	return &Cells{opts: opts.withDefaults(), cells: map[string]*cell{}, count: map[string]int{}}, nil
+}
+
+// withDefaults fills in the zero fields.
+func (o CellOptions) withDefaults() CellOptions {
+	if o.MaxPerSession == 0 {
+		o.MaxPerSession = DefaultMaxCellsPerSession
 	}
-	if opts.IdleTimeout == 0 {
-		opts.IdleTimeout = DefaultCellIdleTimeout
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultCellIdleTimeout
 	}
-	if opts.YieldBytes == 0 {
-		opts.YieldBytes = DefaultCellYieldBytes
+	if o.YieldBytes == 0 {
+		o.YieldBytes = DefaultCellYieldBytes
 	}
-	return &Cells{opts: opts, cells: map[string]*cell{}, count: map[string]int{}}, nil
+	return o
 }
 
 // ready fills in what a zero Cells lacks; cs.mu is held.
@@ -130,9 +135,7 @@ func (cs *Cells) ready() {
 		return
 	}
 	cs.cells, cs.count = map[string]*cell{}, map[string]int{}
-	if cs.opts == (CellOptions{}) {
-		cs.opts = CellOptions{MaxPerSession: DefaultMaxCellsPerSession, IdleTimeout: DefaultCellIdleTimeout, YieldBytes: DefaultCellYieldBytes}
-	}
+	cs.opts = cs.opts.withDefaults()
 }
 
 // Start runs code on rt in a cell: the run goes on after Start returns,

@@ -306,3 +306,16 @@ func readDirNames(dir string) ([]string, error) {
 	defer f.Close()
 	return f.Readdirnames(-1)
 }
+
+// checkCacheDir refuses a cache directory that is not a directory, or
+// that checkCacheFile refuses.
+func checkCacheDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%w: %s is not a directory: use another cache directory", ErrUnsafeCache, dir)
+	}
+	return checkCacheFile(dir, fi)
+}

@@ -9,23 +9,9 @@ import (
 	"syscall"
 )
 
-// checkCacheDir refuses a directory of the compilation cache that another
-// user owns or that group or others can write: they could put an entry
-// there, or replace one. Others reading it is harmless: compiled code is
-// no secret.
-func checkCacheDir(dir string) error {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("%w: %s is not a directory: use another cache directory", ErrUnsafeCache, dir)
-	}
-	return checkCacheFile(dir, fi)
-}
-
 // checkCacheFile refuses what another user owns or group or others can
-// write.
+// write: they could put an entry in the cache, or replace one. Others
+// reading it is harmless: compiled code is no secret.
 func checkCacheFile(path string, fi fs.FileInfo) error {
 	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
 		return fmt.Errorf("%w: %s does not belong to this user (uid %d): chown it, or use a cache directory of your own", ErrUnsafeCache, path, os.Geteuid())
