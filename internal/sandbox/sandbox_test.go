@@ -179,16 +179,16 @@ func TestCloseWaitsForRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
+	done := make(chan Result, 1)
 	started := make(chan struct{})
 	ns := Namespace{Name: "api", Members: [][]string{{"started"}}, Admit: func(Call) (Work, error) {
 		close(started)
 		return func(context.Context) (json.RawMessage, error) { return json.RawMessage("null"), nil }, nil
 	}}
 	go func() {
-		defer close(done)
-		_, _ = s.Run(context.Background(), Request{Bindings: []Namespace{ns},
-			Program: `(async () => { await api.started({}); await new Promise((r) => setTimeout(r, 200)) })()`})
+		res, _ := s.Run(context.Background(), Request{Bindings: []Namespace{ns},
+			Program: `(async () => { await api.started({}); await new Promise((r) => setTimeout(r, 200)); return "finished" })()`})
+		done <- res
 	}()
 	// The run is in flight once its program runs: however long the
 	// engine took to start it on a loaded machine.
@@ -197,13 +197,18 @@ func TestCloseWaitsForRuns(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-done:
-	default:
-		t.Error("Close returned before the in-flight run")
-	}
 	if time.Since(start) < 50*time.Millisecond {
 		t.Error("Close did not wait")
+	}
+	// Run returns a moment after the run is done, so its result is waited
+	// for; what matters is that the run finished rather than being cut.
+	select {
+	case res := <-done:
+		if res.Failure != nil || string(res.Value) != `"finished"` {
+			t.Errorf("the in-flight run did not finish: %+v %s", res.Failure, res.Value)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the in-flight run never returned")
 	}
 	if _, err := s.Run(context.Background(), Request{Program: "1"}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Run after Close: %v", err)
