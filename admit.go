@@ -149,9 +149,13 @@ func (ex *execution) reserve(a *admitted) (int, error) {
 func (ex *execution) judge(req Call) Decision {
 	switch {
 	case ex.rt.opts.Policy != nil:
-		return ex.rt.decide(ex.ctx, req)
+		d := ex.rt.decide(ex.ctx, req)
+		if d.Verdict == Hold && !ex.hold {
+			d = Decision{Verdict: Allow}
+		}
+		return d
 	case ex.hold:
-		return Decision{Verdict: Ask} // held without a question
+		return Decision{Verdict: Hold}
 	}
 	return Decision{Verdict: Allow}
 }
@@ -225,6 +229,9 @@ func (ex *execution) decided(id int, a *admitted, d Decision) (sandbox.Work, err
 	case d.Verdict == Deny:
 		ex.deny(a.Index, len(a.Input))
 		return nil, deniedError(a.Path, d.Reason)
+	case d.Verdict == Hold:
+		d.Reason = "" // nobody is asked
+		fallthrough
 	case d.Verdict == Ask && ex.hold:
 		ex.mu.Lock()
 		ex.held[id] = heldCall{index: a.Index, input: a.Input, reason: d.Reason, tx: txID(a.tx)}
@@ -287,7 +294,7 @@ func (rt *Runtime) decide(ctx context.Context, req Call) (d Decision) {
 		}
 	}()
 	d = rt.opts.Policy(ctx, req)
-	if d.Verdict != Allow && d.Verdict != Deny && d.Verdict != Ask {
+	if d.Verdict != Allow && d.Verdict != Deny && d.Verdict != Ask && d.Verdict != Hold {
 		d = Decision{Verdict: Deny, Reason: "the host's policy gave no verdict"}
 	}
 	if d.Verdict == Ask && d.Reason == "" {

@@ -30,6 +30,13 @@ const (
 	// takes (see Runtime.ExecuteSuspendable); in Execute, Options.Approve
 	// decides while the run waits.
 	Ask
+	// Hold: nobody is asked, the host makes the call itself between
+	// steps. In a suspendable run the call waits as a pending call with
+	// no reason, for the host to make with Runtime.RunPending — after
+	// recording the run's state, say, which is how a durable host makes
+	// sure a call that must not happen twice is made once. In Execute it
+	// runs as Allow. Rules never hold.
+	Hold
 )
 
 func (v Verdict) String() string {
@@ -42,6 +49,8 @@ func (v Verdict) String() string {
 		return "deny"
 	case Ask:
 		return "ask"
+	case Hold:
+		return "hold"
 	}
 	return fmt.Sprintf("Verdict(%d)", int(v))
 }
@@ -50,7 +59,7 @@ func (v Verdict) String() string {
 // that grants least: Allow, Ask, Deny (and anything else, which denies).
 func (v Verdict) strictness() int {
 	switch v {
-	case Allow:
+	case Allow, Hold:
 		return 0
 	case Ask:
 		return 1
@@ -98,6 +107,14 @@ func WithSession(ctx context.Context, id string) context.Context {
 func sessionOf(ctx context.Context) string {
 	s, _ := ctx.Value(sessionKey{}).(string)
 	return s
+}
+
+// SessionFrom returns the session WithSession put in ctx, with ok false
+// when there is none: what a host that runs programs elsewhere (another
+// process, another machine) passes on with each run.
+func SessionFrom(ctx context.Context) (session string, ok bool) {
+	s, ok := ctx.Value(sessionKey{}).(string)
+	return s, ok
 }
 
 // Rules are a policy declared rather than written: a verdict by what a

@@ -209,3 +209,42 @@ func TestParseRules(t *testing.T) {
 		}
 	}
 }
+
+// Hold: a suspendable run waits for the host to make the call, with no
+// question; Execute runs it; a transaction's begin is not made a question
+// by a held tool.
+func TestHoldVerdict(t *testing.T) {
+	var ran atomic.Int64
+	opts := suspendOptions(&ran)
+	opts.Policy = func(_ context.Context, c Call) Decision {
+		if c.Name == "orders.refund" {
+			return Decision{Verdict: Hold, Reason: "ignored"}
+		}
+		return Decision{Verdict: Allow}
+	}
+	rt := mustNew(t, opts)
+	ctx := context.Background()
+	code := `const o = await tools.orders.get({ id: 1 }); return (await tools.orders.refund({ id: o.id })).refunded.id`
+	res, err := rt.Execute(ctx, code)
+	if err != nil || !res.OK || string(res.Value) != "1" || ran.Load() != 2 {
+		t.Fatalf("Execute: %+v %v (ran %d)", res, err, ran.Load())
+	}
+	ran.Store(0)
+	_, s, err := rt.ExecuteSuspendable(ctx, code)
+	if err != nil || s == nil || len(s.Pending) != 1 {
+		t.Fatalf("suspendable: %+v %v", s, err)
+	}
+	if p := s.Pending[0]; p.Name != "orders.refund" || p.Reason != "" || ran.Load() != 1 {
+		t.Fatalf("held call %+v (ran %d)", p, ran.Load())
+	}
+	res, s, err = rt.Resume(ctx, s.State, rt.RunPending(ctx, s.Pending[0]))
+	if err != nil || s != nil || string(res.Value) != "1" || ran.Load() != 2 {
+		t.Fatalf("resumed: %+v %+v %v", res, s, err)
+	}
+	if Hold.String() != "hold" {
+		t.Fatal(Hold.String())
+	}
+	if _, err := ParseVerdict("hold"); err == nil {
+		t.Fatal("rules can hold")
+	}
+}

@@ -537,6 +537,13 @@ func (rt *Runtime) openState(state []byte) (*stateHeader, []byte, error) {
 
 // treeSum identifies the tool tree: every tool's path, schemas and
 // validation settings. A state resumes only where it is the same.
+// ToolTreeSum is a digest of the Runtime's tool tree: every tool's path,
+// schemas and checks, which a state records and Resume compares. Two
+// Runtimes with the same sum (and engine build and StateKey) resume each
+// other's states, so a host that runs programs on several machines can
+// check it before it sends one a run.
+func (rt *Runtime) ToolTreeSum() string { return rt.treeSum() }
+
 func (rt *Runtime) treeSum() string {
 	rt.sumOnce.Do(func() {
 		hash := sha256.New()

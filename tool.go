@@ -165,6 +165,12 @@ type safeError struct {
 func (e *safeError) Error() string { return e.msg }
 func (e *safeError) Unwrap() error { return e.cause }
 
+// ToolErrorMessage returns the message of the ToolError in err's chain —
+// what a program is shown when a call fails with err — with ok false when
+// err has none (the program is shown "Tool execution failed"). A host
+// that records results to deliver later keeps this, not err's text.
+func ToolErrorMessage(err error) (message string, ok bool) { return safeMessage(err) }
+
 // safeMessage returns the message a tool error may show, and whether it is
 // a ToolError.
 func safeMessage(err error) (string, bool) {

@@ -1,0 +1,172 @@
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/codemode-go/codemode"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// An entry of the effect ledger: what became of one side-effecting call
+// of a run. A worker claims the call (creates the entry) before it makes
+// it, and records its result after; a worker that takes over a run finds
+// each call done (its result is delivered, the call is not made again),
+// claimed (the call may or may not have happened: in doubt) or absent
+// (never made).
+type entry struct {
+	State string `json:"state"` // claimed, done, unknown
+	// Sum is a digest of the call's tool and input: a takeover whose
+	// replay made another call at the same index does not get this one's
+	// result.
+	Sum    string          `json:"sum"`
+	By     string          `json:"by"`
+	Output json.RawMessage `json:"output,omitempty"`
+	// Error is the message the program saw for a failed call; Safe says
+	// it was a ToolError's (shown as is) rather than "Tool execution
+	// failed".
+	Error string `json:"error,omitempty"`
+	Safe  bool   `json:"safe,omitempty"`
+	// Denied is the reason a call was refused.
+	Denied string `json:"denied,omitempty"`
+}
+
+const (
+	claimed = "claimed"
+	done    = "done"
+	unknown = "unknown"
+)
+
+func ledgerKey(runID string, index int) string {
+	return "c." + runID + "." + strconv.Itoa(index)
+}
+
+func callSum(c codemode.PendingCall) string {
+	h := sha256.New()
+	h.Write([]byte(strings.Join(c.Path, "\x00")))
+	h.Write([]byte{0})
+	h.Write(c.Input)
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// idempotencyKey is in the contexts of the calls a worker makes.
+type idempotencyKey struct{}
+
+// IdempotencyKey returns the key of the tool call ctx belongs to, when a
+// cluster worker makes it: the run's id and the call's index, the same
+// for every attempt at the call, so that a tool that passes it on (as an
+// Idempotency-Key header, say) lets its service drop a repeat. Only calls
+// of tools annotated idempotent are ever repeated, and only when a worker
+// died not knowing whether the call happened.
+func IdempotencyKey(ctx context.Context) (string, bool) {
+	run, ok := ctx.Value(idempotencyKey{}).(string)
+	if !ok {
+		return "", false
+	}
+	c, ok := codemode.CallFrom(ctx)
+	if !ok {
+		return "", false
+	}
+	return run + "/" + strconv.Itoa(c.Index), true
+}
+
+// resolve produces the result of one held call of run id through the
+// ledger: the recorded result of a call done, the call made now for one
+// never claimed, and for one in doubt a repeat (idempotent tools) or an
+// "outcome unknown" error.
+func (w *Worker) resolve(ctx context.Context, id string, c codemode.PendingCall) codemode.CallResult {
+	key, sum := ledgerKey(id, c.Index), callSum(c)
+	for attempt := 0; ; attempt++ {
+		e, rev, err := w.ledgerGet(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			rev, err = w.node.led.Create(ctx, key, mustJSON(entry{State: claimed, Sum: sum, By: w.node.cfg.Name}))
+			if errors.Is(err, jetstream.ErrKeyExists) && attempt < 3 {
+				continue // another taker claimed it first: judge its entry
+			}
+			if err != nil {
+				return codemode.CallResult{Index: c.Index, Err: fmt.Errorf("cluster: claiming the call in the ledger: %w", err)}
+			}
+			return w.make(ctx, id, c, key, sum, rev)
+		case err != nil:
+			return codemode.CallResult{Index: c.Index, Err: fmt.Errorf("cluster: reading the ledger: %w", err)}
+		case e.Sum != sum:
+			return doubt(c, "after this run's worker stopped, the run was taken over and made another call in this one's place")
+		case e.State == done:
+			return e.result(c.Index)
+		case e.State == claimed && c.Annotations != nil && c.Annotations.Idempotent:
+			// Made again with the same idempotency key: the tool says
+			// a repeat does nothing more.
+			return w.make(ctx, id, c, key, sum, rev)
+		default:
+			if e.State == claimed {
+				// Every later taker says the same.
+				e.State = unknown
+				_, _ = w.node.led.Update(ctx, key, mustJSON(e), rev)
+			}
+			return doubt(c, "the worker making it stopped before it reported back, and the tool is not annotated idempotent, so it was not made again")
+		}
+	}
+}
+
+func doubt(c codemode.PendingCall, why string) codemode.CallResult {
+	return codemode.CallResult{Index: c.Index, Err: codemode.ToolErrorf(
+		"the outcome of %s is unknown: it may or may not have happened (%s)", strings.Join(c.Path, "."), why)}
+}
+
+// make makes a claimed call and records its result.
+func (w *Worker) make(ctx context.Context, id string, c codemode.PendingCall, key, sum string, rev uint64) codemode.CallResult {
+	res := w.rt.RunPending(context.WithValue(ctx, idempotencyKey{}, id), c)
+	e := entry{State: done, Sum: sum, By: w.node.cfg.Name, Output: res.Output}
+	if res.Err != nil {
+		e.Output = nil
+		e.Error, e.Safe = codemode.ToolErrorMessage(res.Err)
+		if !e.Safe {
+			e.Error = "the call failed" // the program is shown no more
+		}
+	}
+	// The result is recorded even if this worker lost the run meanwhile:
+	// the call was made, and whoever holds the run now should know.
+	if _, err := w.node.led.Update(context.WithoutCancel(ctx), key, mustJSON(e), rev); err != nil {
+		w.log.Warn("recording a call's result in the ledger failed", "run", id, "call", c.Index, "error", err)
+	}
+	return res
+}
+
+func (e entry) result(index int) codemode.CallResult {
+	r := codemode.CallResult{Index: index, Output: e.Output, Denied: e.Denied}
+	if e.Error != "" {
+		if e.Safe {
+			r.Err = codemode.ToolError(e.Error)
+		} else {
+			r.Err = errors.New(e.Error)
+		}
+	}
+	return r
+}
+
+func (w *Worker) ledgerGet(ctx context.Context, key string) (entry, uint64, error) {
+	kv, err := w.node.led.Get(ctx, key)
+	if err != nil {
+		return entry{}, 0, err
+	}
+	var e entry
+	if err := json.Unmarshal(kv.Value(), &e); err != nil {
+		return entry{}, 0, fmt.Errorf("cluster: ledger entry %s: %w", key, err)
+	}
+	return e, kv.Revision(), nil
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only plain structs are marshalled here
+	}
+	return b
+}

@@ -1,0 +1,289 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Config says how a process joins the cluster.
+type Config struct {
+	// URL is an existing NATS server or cluster to join (with Options for
+	// its credentials and TLS). Empty starts an embedded nats-server with
+	// JetStream in this process, keeping its data in DataDir.
+	URL     string
+	Options []nats.Option
+
+	// DataDir is where an embedded server keeps its streams, and its
+	// client token (token, mode 0600). Required for an embedded server: a
+	// temporary directory would lose every parked run with the process.
+	DataDir string
+	// Listen is the embedded server's client address; empty means
+	// 127.0.0.1 on a free port. Another process on the machine joins with
+	// Node.URL and the token. A non-loopback address is refused: an
+	// embedded server has a token and no TLS, which is not for a network
+	// (run a NATS cluster with TLS and accounts instead).
+	Listen string
+
+	// Name names this process in run records and logs; empty means
+	// host:pid.
+	Name string
+
+	// Replicas is how many copies of each stream and bucket the servers
+	// keep: 1 on one server, 3 in a cluster. Zero means 1.
+	Replicas int
+	// AckWait is how long a worker may be silent before its run is given
+	// to another (a running worker reports progress every AckWait/3).
+	// Zero means 10 s.
+	AckWait time.Duration
+	// MaxDeliver is how many times a job is handed out before it is given
+	// up as poison and moved to the dead-letter stream. Zero means 5.
+	MaxDeliver int
+	// RecordTTL is how long a run's record (its result, or its parked
+	// state) is kept after its last change. Zero means 7 days.
+	RecordTTL time.Duration
+}
+
+// Names of the streams and buckets (see RATIONALE.md, "Why NATS
+// JetStream for the cluster?").
+const (
+	workStream  = "CM_WORK"
+	dlqStream   = "CM_DLQ"
+	runsBucket  = "CM_RUNS"
+	callsBucket = "CM_CALLS"
+	stepsBucket = "CM_STEPS"
+	consumer    = "workers"
+
+	workSubject = "cm.work.run"
+	dlqSubject  = "cm.dlq.run"
+)
+
+// Node is this process's connection to the cluster: to an embedded
+// server it started, or to an existing NATS.
+type Node struct {
+	cfg  Config
+	srv  *server.Server // nil when joined
+	url  string
+	tok  string
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	runs jetstream.KeyValue
+	led  jetstream.KeyValue
+	stp  jetstream.KeyValue
+	work jetstream.Stream
+}
+
+// Open joins the cluster Config describes, starting an embedded server
+// when it names none, and makes the streams and buckets runs need.
+func Open(ctx context.Context, cfg Config) (*Node, error) {
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.AckWait == 0 {
+		cfg.AckWait = 10 * time.Second
+	}
+	if cfg.MaxDeliver == 0 {
+		cfg.MaxDeliver = 5
+	}
+	if cfg.RecordTTL == 0 {
+		cfg.RecordTTL = 7 * 24 * time.Hour
+	}
+	if cfg.Name == "" {
+		host, _ := os.Hostname()
+		cfg.Name = host + ":" + strconv.Itoa(os.Getpid())
+	}
+	n := &Node{cfg: cfg}
+	opts := append([]nats.Option{nats.Name("codemode " + cfg.Name), nats.MaxReconnects(-1)}, cfg.Options...)
+	if cfg.URL == "" {
+		if err := n.embed(); err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.Token(n.tok), nats.InProcessServer(n.srv))
+	} else {
+		n.url = cfg.URL
+	}
+	nc, err := nats.Connect(n.url, opts...)
+	if err != nil {
+		n.shutdown()
+		return nil, fmt.Errorf("cluster: connecting to NATS at %s: %w", n.url, err)
+	}
+	n.nc = nc
+	if err := n.setup(ctx); err != nil {
+		n.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// embed starts the embedded server.
+func (n *Node) embed() error {
+	if n.cfg.DataDir == "" {
+		return errors.New("cluster: an embedded NATS server needs a data directory (Config.DataDir, --data)")
+	}
+	host, port := "127.0.0.1", -1
+	if n.cfg.Listen != "" {
+		h, p, err := net.SplitHostPort(n.cfg.Listen)
+		if err != nil {
+			return fmt.Errorf("cluster: listen address %q: %w", n.cfg.Listen, err)
+		}
+		ip := net.ParseIP(h)
+		if h != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Errorf("cluster: an embedded server listens on loopback only, not %q: it has a token and no TLS; join a NATS cluster with TLS and accounts (--nats) to span machines", n.cfg.Listen)
+		}
+		host = h
+		if port, err = strconv.Atoi(p); err != nil {
+			return fmt.Errorf("cluster: listen port %q: %w", p, err)
+		}
+	}
+	if err := os.MkdirAll(n.cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("cluster: data directory: %w", err)
+	}
+	tok, err := token(filepath.Join(n.cfg.DataDir, "token"))
+	if err != nil {
+		return err
+	}
+	srv, err := server.NewServer(&server.Options{
+		ServerName:         "codemode",
+		Host:               host,
+		Port:               port,
+		Authorization:      tok,
+		JetStream:          true,
+		StoreDir:           filepath.Join(n.cfg.DataDir, "jetstream"),
+		NoSigs:             true,
+		MaxPayload:         maxState,
+		JetStreamMaxMemory: 64 << 20,
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: embedded NATS server: %w", err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(15 * time.Second) {
+		srv.Shutdown()
+		return errors.New("cluster: the embedded NATS server did not start within 15s")
+	}
+	n.srv, n.tok, n.url = srv, tok, srv.ClientURL()
+	return nil
+}
+
+// token reads the embedded server's token, or makes one.
+func token(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t, nil
+		}
+	}
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	t := hex.EncodeToString(b[:])
+	if err := os.WriteFile(path, []byte(t+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("cluster: writing the server token: %w", err)
+	}
+	return t, nil
+}
+
+// maxState is the largest message: a run record holds its state inline.
+const maxState = 8 << 20
+
+func (n *Node) setup(ctx context.Context) error {
+	js, err := jetstream.New(n.nc)
+	if err != nil {
+		return err
+	}
+	n.js = js
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := js.AccountInfo(ctx); err != nil {
+		return fmt.Errorf("cluster: the NATS server at %s has no JetStream for this account (enable it: nats-server -js): %w", n.url, err)
+	}
+	n.work, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:       workStream,
+		Subjects:   []string{workSubject},
+		Retention:  jetstream.WorkQueuePolicy,
+		Duplicates: 2 * time.Minute,
+		MaxMsgs:    100_000,
+		Discard:    jetstream.DiscardNew,
+		Replicas:   n.cfg.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: stream %s: %w", workStream, err)
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:     dlqStream,
+		Subjects: []string{dlqSubject},
+		MaxAge:   14 * 24 * time.Hour,
+		Replicas: n.cfg.Replicas,
+	}); err != nil {
+		return fmt.Errorf("cluster: stream %s: %w", dlqStream, err)
+	}
+	if _, err := n.work.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       consumer,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       n.cfg.AckWait,
+		MaxDeliver:    n.cfg.MaxDeliver,
+		MaxAckPending: 10_000,
+	}); err != nil {
+		return fmt.Errorf("cluster: consumer %s: %w", consumer, err)
+	}
+	bucket := func(name string, ttl time.Duration) (jetstream.KeyValue, error) {
+		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: name, History: 1, TTL: ttl, Replicas: n.cfg.Replicas, MaxValueSize: maxState,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("cluster: bucket %s: %w", name, err)
+		}
+		return kv, nil
+	}
+	if n.runs, err = bucket(runsBucket, n.cfg.RecordTTL); err != nil {
+		return err
+	}
+	if n.led, err = bucket(callsBucket, n.cfg.RecordTTL); err != nil {
+		return err
+	}
+	if n.stp, err = bucket(stepsBucket, n.cfg.RecordTTL); err != nil {
+		return err
+	}
+	return nil
+}
+
+// URL is the address other processes join with (Config.URL), and Token
+// the embedded server's token they need (empty when this Node joined an
+// existing NATS).
+func (n *Node) URL() string   { return n.url }
+func (n *Node) Token() string { return n.tok }
+
+// Name is the name this process goes by in run records.
+func (n *Node) Name() string { return n.cfg.Name }
+
+// Close drains the connection and stops the embedded server, if any.
+func (n *Node) Close() error {
+	if n.nc != nil {
+		_ = n.nc.Drain()
+		for i := 0; i < 200 && !n.nc.IsClosed(); i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		n.nc.Close()
+	}
+	n.shutdown()
+	return nil
+}
+
+func (n *Node) shutdown() {
+	if n.srv != nil {
+		n.srv.Shutdown()
+		n.srv.WaitForShutdown()
+	}
+}

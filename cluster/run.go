@@ -1,0 +1,162 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/store"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A job is what a front publishes to run a program.
+type job struct {
+	ID      string `json:"id"`
+	Code    string `json:"code"`
+	Session string `json:"session,omitempty"`
+	// Tree is the front's ToolTreeSum: a worker with another tool tree
+	// refuses the job by name instead of running it with other tools.
+	Tree string `json:"tree"`
+}
+
+// The states of a run's record.
+const (
+	queued   = "queued"
+	running  = "running"
+	finished = "done"
+)
+
+// record is a run's record in CM_RUNS: who runs it, the state it last
+// checkpointed, and at the end its result. Every change is a
+// compare-and-swap on its revision, which is the fencing token: a worker
+// that lost the run (it stalled past AckWait and another took over) has
+// an old revision, and its writes are refused.
+type record struct {
+	Status  string           `json:"status"`
+	Owner   string           `json:"owner"`
+	Session string           `json:"session,omitempty"`
+	Step    int              `json:"step,omitempty"`
+	State   []byte           `json:"state,omitempty"`
+	Result  *codemode.Result `json:"result,omitempty"`
+	Since   time.Time        `json:"since"`
+	// Takeovers counts the workers that took the run over from another.
+	Takeovers int `json:"takeovers,omitempty"`
+}
+
+func runKey(id string) string { return "r." + id }
+
+func (n *Node) record(ctx context.Context, id string) (record, uint64, error) {
+	kv, err := n.runs.Get(ctx, runKey(id))
+	if err != nil {
+		return record{}, 0, err
+	}
+	var r record
+	if err := json.Unmarshal(kv.Value(), &r); err != nil {
+		return record{}, 0, fmt.Errorf("cluster: the record of run %s: %w", id, err)
+	}
+	return r, kv.Revision(), nil
+}
+
+// newID names a run: 128 random bits, hex.
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func doneSubject(id string) string   { return "cm.done." + id }
+func cancelSubject(id string) string { return "cm.cancel." + id }
+
+// ErrUnknownRun: Wait was given a run id the cluster has no record or
+// job of (it never existed, or its record expired).
+var ErrUnknownRun = errors.New("cluster: no such run")
+
+// Submit publishes a run of code for a worker and returns its id, which
+// Wait takes on any front. The session comes from ctx
+// (codemode.WithSession). The job is durable once Submit returns: a
+// worker that dies running it is replaced by another.
+func (n *Node) Submit(ctx context.Context, rt *codemode.Runtime, code string) (string, error) {
+	session, _ := codemode.SessionFrom(ctx)
+	j := job{ID: newID(), Code: code, Session: session, Tree: rt.ToolTreeSum()}
+	// The record first, so that Wait on any front knows the run from the
+	// moment Submit returns.
+	rev, err := n.runs.Create(ctx, runKey(j.ID), mustJSON(record{Status: queued, Session: session, Since: time.Now().UTC()}))
+	if err != nil {
+		return "", fmt.Errorf("cluster: recording the run: %w", err)
+	}
+	if _, err := n.js.Publish(ctx, workSubject, mustJSON(j), jetstream.WithMsgID(j.ID)); err != nil {
+		_ = n.runs.Delete(context.WithoutCancel(ctx), runKey(j.ID), jetstream.LastRevision(rev))
+		return "", fmt.Errorf("cluster: submitting the run: %w", err)
+	}
+	return j.ID, nil
+}
+
+// Wait returns the result of run id once a worker has finished it, or
+// ctx's error. It waits on the run's done notice, not by polling, and
+// reads the record once more now and then, since a notice can be lost.
+func (n *Node) Wait(ctx context.Context, id string) (codemode.Result, error) {
+	if store.CheckID(id) != nil {
+		return codemode.Result{}, fmt.Errorf("%w: %q", ErrUnknownRun, id)
+	}
+	ch := make(chan struct{}, 1)
+	sub, err := n.nc.Subscribe(doneSubject(id), func(*nats.Msg) {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		return codemode.Result{}, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	check := time.NewTicker(5 * time.Second)
+	defer check.Stop()
+	for {
+		r, _, err := n.record(ctx, id)
+		switch {
+		case err == nil && r.Status == finished && r.Result != nil:
+			return *r.Result, nil
+		case err == nil:
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			return codemode.Result{}, fmt.Errorf("%w: %s (it never existed, or its record expired)", ErrUnknownRun, id)
+		default:
+			if ctx.Err() != nil {
+				return codemode.Result{}, ctx.Err()
+			}
+		}
+		select {
+		case <-ch:
+		case <-check.C:
+		case <-ctx.Done():
+			return codemode.Result{}, ctx.Err()
+		}
+	}
+}
+
+// Execute submits a run and waits for its result: Runtime.Execute, run
+// by a worker of the cluster. If ctx ends first the run is cancelled.
+func (n *Node) Execute(ctx context.Context, rt *codemode.Runtime, code string) (codemode.Result, error) {
+	id, err := n.Submit(ctx, rt, code)
+	if err != nil {
+		return codemode.Result{ToolCalls: []codemode.ToolCall{}}, err
+	}
+	res, err := n.Wait(ctx, id)
+	if err != nil {
+		n.Cancel(id)
+		return codemode.Result{ToolCalls: []codemode.ToolCall{}}, err
+	}
+	return res, nil
+}
+
+// Cancel asks the worker running run id to stop it; the run ends with
+// its result saying so. A run no worker holds at the moment is not
+// affected.
+func (n *Node) Cancel(id string) {
+	_ = n.nc.Publish(cancelSubject(id), nil)
+}

@@ -1,0 +1,298 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/store"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// WorkerOptions configure a Worker.
+type WorkerOptions struct {
+	// MaxRuns is the most runs the worker runs at once; it takes jobs
+	// only into free slots. Zero means 4.
+	MaxRuns int
+	// Logger receives a record per run and the worker's diagnostics; nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+// Worker runs the cluster's jobs. Each run is durable: its state is
+// checkpointed in the run's record before every call that may change
+// something, each such call is claimed in the effect ledger before it is
+// made and its result recorded after, and a worker that takes over a run
+// from one that died continues from the last checkpoint without making a
+// recorded call again (see RATIONALE.md, "What is exactly once in the
+// cluster?").
+type Worker struct {
+	node *Node
+	rt   *codemode.Runtime
+	max  int
+	log  *slog.Logger
+}
+
+// NewWorker makes a worker whose runs use a Runtime configured by opts.
+// opts.StateKey is required and must be the same on every worker (and
+// the tool tree too): a run moves between workers as its state. The
+// Runtime's policy is the host's (opts.Policy; none allows every call)
+// with one change: a call the host allows is held for a checkpoint unless
+// its tool is annotated read-only or idempotent, which run at once and
+// may be repeated after a takeover.
+func NewWorker(n *Node, opts codemode.Options, wo WorkerOptions) (*Worker, error) {
+	if len(opts.StateKey) == 0 {
+		return nil, errors.New("cluster: a worker needs Options.StateKey, the same on every worker")
+	}
+	opts.Policy = durable(opts.Policy)
+	rt, err := codemode.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	if wo.MaxRuns <= 0 {
+		wo.MaxRuns = 4
+	}
+	log := wo.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Worker{node: n, rt: rt, max: wo.MaxRuns, log: log}, nil
+}
+
+// durable wraps a host's policy for a worker: allowed calls of tools that
+// are neither read-only nor idempotent are held (Hold)
+// so the worker can checkpoint before making them.
+func durable(host func(context.Context, codemode.Call) codemode.Decision) func(context.Context, codemode.Call) codemode.Decision {
+	return func(ctx context.Context, c codemode.Call) codemode.Decision {
+		d := codemode.Decision{Verdict: codemode.Allow}
+		if host != nil {
+			d = host(ctx, c)
+		}
+		switch {
+		case d.Verdict != codemode.Allow || c.Declared:
+			// A transaction's begin is judged by the tools it declares;
+			// holding them would make every begin a question.
+		case c.Annotations != nil && (c.Annotations.ReadOnly || c.Annotations.Idempotent):
+		default:
+			return codemode.Decision{Verdict: codemode.Hold}
+		}
+		return d
+	}
+}
+
+// Runtime is the worker's Runtime (for its catalog and tool tree).
+func (w *Worker) Runtime() *codemode.Runtime { return w.rt }
+
+// Run takes jobs until ctx ends, then finishes the runs it holds (each
+// within its own Timeout) and returns: a worker that is asked to stop
+// hands back nothing half done.
+func (w *Worker) Run(ctx context.Context) error {
+	cons, err := w.node.work.Consumer(ctx, consumer)
+	if err != nil {
+		return fmt.Errorf("cluster: the workers' consumer: %w", err)
+	}
+	slots := make(chan struct{}, w.max)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for ctx.Err() == nil {
+		// Take jobs only into free slots: a job taken waits for no one.
+		slots <- struct{}{}
+		free := 1
+	fill:
+		for free < w.max {
+			select {
+			case slots <- struct{}{}:
+				free++
+			default:
+				break fill
+			}
+		}
+		fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		batch, err := cons.Fetch(free, jetstream.FetchContext(fctx))
+		if err != nil {
+			cancel()
+			for range free {
+				<-slots
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			w.log.Warn("taking jobs failed", "error", err)
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		took := 0
+		for msg := range batch.Messages() {
+			took++
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-slots }()
+				w.handle(msg)
+			}()
+		}
+		cancel()
+		for range free - took {
+			<-slots
+		}
+	}
+	return nil
+}
+
+// handle runs one job to its end, or until this worker loses it.
+func (w *Worker) handle(msg jetstream.Msg) {
+	var j job
+	if err := json.Unmarshal(msg.Data(), &j); err != nil || store.CheckID(j.ID) != nil {
+		w.log.Warn("a malformed job was dropped", "subject", msg.Subject(), "bytes", len(msg.Data()))
+		_ = msg.TermWithReason("malformed job")
+		return
+	}
+	if j.Tree != w.rt.ToolTreeSum() {
+		// Another worker may have the tree; after the last delivery the
+		// run ends saying why.
+		meta, _ := msg.Metadata()
+		if meta == nil || meta.NumDelivered < uint64(w.node.cfg.MaxDeliver) {
+			_ = msg.NakWithDelay(time.Second)
+			return
+		}
+		w.finishUnrun(j, "no worker has the tool tree of the front that sent this program: start workers with the same tools (the same config, specs and flags) as the front")
+		_ = msg.Term()
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if j.Session != "" {
+		ctx = codemode.WithSession(ctx, j.Session)
+	}
+	ctx = context.WithValue(ctx, idempotencyKey{}, j.ID)
+	stop := w.heartbeat(msg)
+	defer stop()
+	sub, err := w.node.nc.Subscribe(cancelSubject(j.ID), func(*nats.Msg) { cancel() })
+	if err == nil {
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+	start := time.Now()
+	ok, why := w.run(ctx, j)
+	if !ok {
+		// Lost to another worker, or the record could not be written:
+		// the job is not acknowledged, so the run goes on elsewhere.
+		w.log.Info("run abandoned", "run", j.ID, "why", why)
+		return
+	}
+	_ = msg.Ack()
+	w.log.Info("run", "run", j.ID, "took", time.Since(start).Round(time.Microsecond))
+}
+
+// heartbeat tells the server the job is in progress, every third of
+// AckWait, until stop.
+func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(w.node.cfg.AckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// run takes the run's record and runs it from its last checkpoint (or
+// its start) to its end. It reports false, and why, when the run was lost
+// to another worker or its record could not be written.
+func (w *Worker) run(ctx context.Context, j job) (bool, string) {
+	rec, rev, err := w.node.record(ctx, j.ID)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return true, "the run has no record (it expired): dropped"
+	case err != nil:
+		return false, err.Error()
+	case rec.Status == finished:
+		w.notify(j.ID)
+		return true, "finished before"
+	case rec.Status == running:
+		rec.Takeovers++
+	}
+	rec.Status, rec.Owner, rec.Since = running, w.node.cfg.Name, time.Now().UTC()
+	if rev, err = w.node.runs.Update(ctx, runKey(j.ID), mustJSON(rec), rev); err != nil {
+		return false, "taking the run: " + err.Error()
+	}
+	var res codemode.Result
+	var s *codemode.Suspended
+	if rec.State == nil {
+		res, s, err = w.rt.ExecuteSuspendable(ctx, j.Code)
+	} else if s, err = w.rt.Inspect(rec.State); err == nil {
+		// Taken over: the calls of the last checkpoint, through the
+		// ledger, and on.
+		res, s, err = w.rt.Resume(ctx, s.State, w.answer(ctx, j.ID, s)...)
+	}
+	for err == nil && s != nil {
+		rec.Step, rec.State = s.Step, s.State
+		if rev, err = w.node.runs.Update(ctx, runKey(j.ID), mustJSON(rec), rev); err != nil {
+			return false, "checkpointing step " + fmt.Sprint(s.Step) + ": " + err.Error()
+		}
+		res, s, err = w.rt.Resume(ctx, s.State, w.answer(ctx, j.ID, s)...)
+	}
+	if err != nil && res.Error == nil {
+		res = codemode.Result{ToolCalls: res.ToolCalls, Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: err.Error()}}
+	}
+	if res.ToolCalls == nil {
+		res.ToolCalls = []codemode.ToolCall{}
+	}
+	rec.Status, rec.State, rec.Result = finished, nil, &res
+	if _, err := w.node.runs.Update(context.WithoutCancel(ctx), runKey(j.ID), mustJSON(rec), rev); err != nil {
+		return false, "recording the result: " + err.Error()
+	}
+	w.notify(j.ID)
+	return true, ""
+}
+
+// answer produces the results of a step's pending calls, at once.
+func (w *Worker) answer(ctx context.Context, id string, s *codemode.Suspended) []codemode.CallResult {
+	out := make([]codemode.CallResult, len(s.Pending))
+	var wg sync.WaitGroup
+	for i, c := range s.Pending {
+		if c.Reason != "" {
+			out[i] = codemode.CallResult{Index: c.Index, Denied: "no one can approve calls of runs in the cluster yet: " + strings.TrimSpace(c.Reason)}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = w.resolve(ctx, id, c)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// finishUnrun ends a run that could not run, with a result saying why.
+func (w *Worker) finishUnrun(j job, why string) {
+	ctx := context.Background()
+	rec, rev, err := w.node.record(ctx, j.ID)
+	if err != nil || rec.Status == finished {
+		return
+	}
+	rec.Status, rec.State = finished, nil
+	rec.Result = &codemode.Result{ToolCalls: []codemode.ToolCall{}, Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: why}}
+	if _, err := w.node.runs.Update(ctx, runKey(j.ID), mustJSON(rec), rev); err == nil {
+		w.notify(j.ID)
+	}
+}
+
+func (w *Worker) notify(id string) { _ = w.node.nc.Publish(doneSubject(id), nil) }
+
+// Close releases the worker's Runtime.
+func (w *Worker) Close() error { return w.rt.Close() }
