@@ -1,0 +1,285 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/codemode-go/codemode"
+	"github.com/nats-io/nats.go"
+)
+
+// A test binary started with these variables is a worker process (see
+// TestMain): it joins the cluster at the URL and runs ledgerTools, which
+// append each call's idempotency key to the effects file.
+const (
+	envWorkerURL   = "CODEMODE_TEST_WORKER_URL"
+	envWorkerToken = "CODEMODE_TEST_WORKER_TOKEN"
+	envEffects     = "CODEMODE_TEST_EFFECTS"
+)
+
+func TestMain(m *testing.M) {
+	if url := os.Getenv(envWorkerURL); url != "" {
+		os.Exit(workerProcess(url))
+	}
+	os.Exit(m.Run())
+}
+
+// ledgerTools append "<kind> <key>" lines to the file at path, one
+// write(2) each, with pauses either side so that a kill lands in the
+// middle of calls.
+func ledgerTools(path string) codemode.Tools {
+	effect := func(kind string) func(ctx context.Context, in json.RawMessage) (any, error) {
+		return func(ctx context.Context, in json.RawMessage) (any, error) {
+			time.Sleep(time.Duration(rand.IntN(8)) * time.Millisecond)
+			key, _ := IdempotencyKey(ctx)
+			f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
+			if err != nil {
+				return nil, err
+			}
+			_, err = f.WriteString(kind + " " + key + "\n")
+			f.Close()
+			if err != nil {
+				return nil, err
+			}
+			// Longer after than before: a kill then often finds the call
+			// made and not yet recorded, the case that must not repeat.
+			time.Sleep(time.Duration(rand.IntN(25)) * time.Millisecond)
+			return key, nil
+		}
+	}
+	return codemode.Tools{"ledger": codemode.Tools{
+		"charge": codemode.Tool{Description: "Charges.", Input: orderSchema, Run: effect("charge")},
+		"refund": codemode.Tool{Description: "Refunds.", Input: orderSchema, Run: effect("refund"),
+			Annotations: &codemode.Annotations{Idempotent: true}},
+	}}
+}
+
+func workerProcess(url string) int {
+	n, err := Open(context.Background(), Config{URL: url, Options: []nats.Option{nats.Token(os.Getenv(envWorkerToken))},
+		AckWait: time.Second, Name: fmt.Sprintf("worker-%d", os.Getpid())})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	w, err := NewWorker(n, codemode.Options{Tools: ledgerTools(os.Getenv(envEffects)), StateKey: testKey, Timeout: time.Minute},
+		WorkerOptions{MaxRuns: 8})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	_ = w.Run(ctx)
+	n.Close()
+	return 0
+}
+
+type procs struct {
+	t       *testing.T
+	url     string
+	token   string
+	effects string
+	mu      sync.Mutex
+	live    []*exec.Cmd
+}
+
+func (p *procs) start() {
+	p.t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envWorkerURL+"="+p.url, envWorkerToken+"="+p.token, envEffects+"="+p.effects)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.live = append(p.live, cmd)
+	p.mu.Unlock()
+}
+
+// kill sends SIGKILL to the worker process named owner (a record's
+// Owner), or to the i-th live one when none is, and forgets it.
+func (p *procs) kill(owner string, i int) {
+	p.mu.Lock()
+	at := i % len(p.live)
+	for j, cmd := range p.live {
+		if owner == fmt.Sprintf("worker-%d", cmd.Process.Pid) {
+			at = j
+		}
+	}
+	cmd := p.live[at]
+	p.live = append(p.live[:at], p.live[at+1:]...)
+	p.mu.Unlock()
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+}
+
+// pause stops the worker process named owner (or the i-th) with SIGSTOP
+// for d, longer than AckWait, then lets it go on: meanwhile its runs are
+// taken over, and what it writes when it wakes must be refused.
+func (p *procs) pause(owner string, i int, d time.Duration) {
+	p.mu.Lock()
+	cmd := p.live[i%len(p.live)]
+	for _, c := range p.live {
+		if owner == fmt.Sprintf("worker-%d", c.Process.Pid) {
+			cmd = c
+		}
+	}
+	p.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(d)
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+}
+
+// busy returns the owner of a run that is running, waiting up to 5s for
+// one.
+func busy(ctx context.Context, n *Node, ids []string, seed *rand.Rand) string {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		for _, k := range seed.Perm(len(ids)) {
+			if rec, _, err := n.record(ctx, ids[k]); err == nil && rec.Status == running {
+				return rec.Owner
+			}
+		}
+	}
+	return ""
+}
+
+func (p *procs) stopAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, cmd := range p.live {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, cmd := range p.live {
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+	}
+	p.live = nil
+}
+
+// Worker processes are killed with SIGKILL at seeded times (and one is
+// stopped past AckWait, then continued) while runs make side-effecting
+// calls: every run ends, no call of a tool that is not
+// idempotent is made twice, every call the program saw succeed happened
+// exactly once, and the calls in doubt are few and reported as such.
+func TestKillWorkers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills worker processes")
+	}
+	n := openNode(t, Config{AckWait: time.Second})
+	p := &procs{t: t, url: n.URL(), token: n.Token(), effects: filepath.Join(t.TempDir(), "effects")}
+	for range 3 {
+		p.start()
+	}
+	t.Cleanup(p.stopAll)
+	rt := front(t, ledgerTools(p.effects))
+	const runs, calls, kills = 60, 8, 5
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	program := fmt.Sprintf(`
+		const out = [];
+		for (let i = 0; i < %d; i++) {
+			try { out.push("ok " + await tools.ledger.charge({ order: "o" + i })); }
+			catch (e) { out.push("err " + e.message); }
+		}
+		out.push("ok " + await tools.ledger.refund({ order: "r" }));
+		return out;`, calls)
+	ids := make([]string, runs)
+	for i := range ids {
+		id, err := n.Submit(ctx, rt, program)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+	}
+	seed := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
+	for k := range kills {
+		time.Sleep(time.Duration(50+seed.IntN(200)) * time.Millisecond)
+		p.kill(busy(ctx, n, ids, seed), seed.IntN(3))
+		t.Logf("kill %d", k+1)
+		p.start()
+		if k == 1 {
+			// A partition rather than a death: the stalled worker wakes
+			// after its runs were taken over.
+			p.pause(busy(ctx, n, ids, seed), seed.IntN(3), 2500*time.Millisecond)
+			t.Log("paused one")
+		}
+	}
+	seen := map[string]int{} // key -> results the programs saw succeed
+	doubts, takeovers := 0, 0
+	for _, id := range ids {
+		res, err := n.Wait(ctx, id)
+		if err != nil {
+			t.Fatalf("run %s: %v", id, err)
+		}
+		rec, _, err := n.record(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		takeovers += rec.Takeovers
+		if !res.OK {
+			t.Fatalf("run %s failed: %+v", id, res.Error)
+		}
+		var out []string
+		if err := json.Unmarshal(res.Value, &out); err != nil || len(out) != calls+1 {
+			t.Fatalf("run %s: %s", id, res.Value)
+		}
+		for _, line := range out {
+			switch {
+			case strings.HasPrefix(line, "ok "):
+				seen[strings.TrimPrefix(line, "ok ")]++
+			case strings.Contains(line, "is unknown"):
+				doubts++
+			default:
+				t.Fatalf("run %s: %q", id, line)
+			}
+		}
+	}
+	made := map[string]int{}
+	kinds := map[string]string{}
+	f, err := os.Open(p.effects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		kind, key, _ := strings.Cut(sc.Text(), " ")
+		made[key]++
+		kinds[key] = kind
+	}
+	for key, c := range made {
+		if c > 1 && kinds[key] == "charge" {
+			t.Errorf("charge %s was made %d times", key, c)
+		}
+	}
+	for key, c := range seen {
+		if c != 1 || made[key] == 0 {
+			t.Errorf("the program saw %s succeed %d times; it was made %d times", key, c, made[key])
+		}
+	}
+	// A kill leaves at most the calls its worker had under way in doubt.
+	if doubts > kills*8 {
+		t.Errorf("%d calls in doubt after %d kills", doubts, kills)
+	}
+	if takeovers == 0 {
+		t.Error("no run was taken over: the kills missed every run, so nothing was tested")
+	}
+	t.Logf("%d runs, %d calls made, %d in doubt, %d takeovers after %d kills", runs, len(made), doubts, takeovers, kills)
+}
