@@ -64,6 +64,7 @@ const (
 	runsBucket  = "CM_RUNS"
 	callsBucket = "CM_CALLS"
 	stepsBucket = "CM_STEPS"
+	valsBucket  = "CM_VALUES"
 	consumer    = "workers"
 
 	workSubject = "cm.work.run"
@@ -82,6 +83,7 @@ type Node struct {
 	runs jetstream.KeyValue
 	led  jetstream.KeyValue
 	stp  jetstream.KeyValue
+	vals jetstream.KeyValue
 	work jetstream.Stream
 }
 
@@ -254,6 +256,11 @@ func (n *Node) setup(ctx context.Context) error {
 		return err
 	}
 	if n.stp, err = bucket(stepsBucket, n.cfg.RecordTTL); err != nil {
+		return err
+	}
+	// Session values live until their session ends (Drop); the TTL only
+	// bounds what a front that died without dropping its sessions leaves.
+	if n.vals, err = bucket(valsBucket, n.cfg.RecordTTL); err != nil {
 		return err
 	}
 	return nil

@@ -116,3 +116,23 @@ func checkQuota(maxKeys, maxBytes, keys, bytes int, key string, n int, had bool,
 	}
 	return nil
 }
+
+// Index is a session's keys and the bytes of each key's value: what a
+// Values kept in a key-value store reads, checks a write against
+// (Admit) and replaces by compare-and-swap, so that the session's quotas
+// hold across processes.
+type Index map[string]int
+
+// Admit checks that the session may hold a value of n bytes under key
+// (replacing the one it has), with at most maxKeys keys and maxBytes
+// bytes of keys and values; zero (or less) means 1,000 keys and 1 MiB.
+// It returns an error wrapping ErrFull when not.
+func (x Index) Admit(maxKeys, maxBytes int, key string, n int) error {
+	maxKeys, maxBytes = quotas(maxKeys, maxBytes)
+	bytes := 0
+	for k, v := range x {
+		bytes += len(k) + v
+	}
+	old, had := x[key]
+	return checkQuota(maxKeys, maxBytes, len(x), bytes, key, n, had, old)
+}
