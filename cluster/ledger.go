@@ -80,7 +80,7 @@ func IdempotencyKey(ctx context.Context) (string, bool) {
 // ledger: the recorded result of a call done, the call made now for one
 // never claimed, and for one in doubt a repeat (idempotent tools) or an
 // "outcome unknown" error.
-func (w *Worker) resolve(ctx context.Context, id string, c codemode.PendingCall) codemode.CallResult {
+func (w *Worker) resolve(ctx context.Context, rt *codemode.Runtime, id string, c codemode.PendingCall) codemode.CallResult {
 	key, sum := ledgerKey(id, c.Index), callSum(c)
 	for attempt := 0; ; attempt++ {
 		e, rev, err := w.ledgerGet(ctx, key)
@@ -93,7 +93,7 @@ func (w *Worker) resolve(ctx context.Context, id string, c codemode.PendingCall)
 			if err != nil {
 				return codemode.CallResult{Index: c.Index, Err: fmt.Errorf("cluster: claiming the call in the ledger: %w", err)}
 			}
-			return w.make(ctx, id, c, key, sum, rev)
+			return w.make(ctx, rt, id, c, key, sum, rev)
 		case err != nil:
 			return codemode.CallResult{Index: c.Index, Err: fmt.Errorf("cluster: reading the ledger: %w", err)}
 		case e.Sum != sum:
@@ -103,7 +103,7 @@ func (w *Worker) resolve(ctx context.Context, id string, c codemode.PendingCall)
 		case e.State == claimed && c.Annotations != nil && c.Annotations.Idempotent:
 			// Made again with the same idempotency key: the tool says
 			// a repeat does nothing more.
-			return w.make(ctx, id, c, key, sum, rev)
+			return w.make(ctx, rt, id, c, key, sum, rev)
 		default:
 			if e.State == claimed {
 				// Every later taker says the same.
@@ -121,8 +121,8 @@ func doubt(c codemode.PendingCall, why string) codemode.CallResult {
 }
 
 // make makes a claimed call and records its result.
-func (w *Worker) make(ctx context.Context, id string, c codemode.PendingCall, key, sum string, rev uint64) codemode.CallResult {
-	res := w.rt.RunPending(context.WithValue(ctx, idempotencyKey{}, id), c)
+func (w *Worker) make(ctx context.Context, rt *codemode.Runtime, id string, c codemode.PendingCall, key, sum string, rev uint64) codemode.CallResult {
+	res := rt.RunPending(context.WithValue(ctx, idempotencyKey{}, id), c)
 	e := entry{State: done, Sum: sum, By: w.node.cfg.Name, Output: res.Output}
 	if res.Err != nil {
 		e.Output = nil

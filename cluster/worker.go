@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/codemode-go/codemode"
@@ -35,9 +36,13 @@ type WorkerOptions struct {
 // cluster?").
 type Worker struct {
 	node *Node
-	rt   *codemode.Runtime
+	opts codemode.Options
 	max  int
 	log  *slog.Logger
+
+	rt      atomic.Pointer[codemode.Runtime]
+	mu      sync.Mutex
+	retired []*codemode.Runtime // closed with the worker: runs may hold them
 }
 
 // NewWorker makes a worker whose runs use a Runtime configured by opts.
@@ -63,7 +68,26 @@ func NewWorker(n *Node, opts codemode.Options, wo WorkerOptions) (*Worker, error
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Worker{node: n, rt: rt, max: wo.MaxRuns, log: log}, nil
+	w := &Worker{node: n, opts: opts, max: wo.MaxRuns, log: log}
+	w.rt.Store(rt)
+	return w, nil
+}
+
+// SetTools replaces the worker's tool tree (its MCP servers' tools
+// changed, say): runs started after it use the new tree, runs under way
+// keep theirs. A job from a front with another tree is handed back for a
+// worker that has it.
+func (w *Worker) SetTools(tools codemode.Tools) error {
+	opts := w.opts
+	opts.Tools = tools
+	rt, err := codemode.New(opts)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.retired = append(w.retired, w.rt.Swap(rt))
+	w.mu.Unlock()
+	return nil
 }
 
 // durable wraps a host's policy for a worker: allowed calls of tools that
@@ -88,7 +112,7 @@ func durable(host func(context.Context, codemode.Call) codemode.Decision) func(c
 }
 
 // Runtime is the worker's Runtime (for its catalog and tool tree).
-func (w *Worker) Runtime() *codemode.Runtime { return w.rt }
+func (w *Worker) Runtime() *codemode.Runtime { return w.rt.Load() }
 
 // Run takes jobs until ctx ends, then finishes the runs it holds (each
 // within its own Timeout) and returns: a worker that is asked to stop
@@ -154,7 +178,8 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		_ = msg.TermWithReason("malformed job")
 		return
 	}
-	if j.Tree != w.rt.ToolTreeSum() {
+	rt := w.rt.Load()
+	if j.Tree != rt.ToolTreeSum() {
 		// Another worker may have the tree; after the last delivery the
 		// run ends saying why.
 		meta, _ := msg.Metadata()
@@ -179,7 +204,7 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		defer func() { _ = sub.Unsubscribe() }()
 	}
 	start := time.Now()
-	ok, why := w.run(ctx, j)
+	ok, why := w.run(ctx, rt, j)
 	if !ok {
 		// Lost to another worker, or the record could not be written:
 		// the job is not acknowledged, so the run goes on elsewhere.
@@ -212,7 +237,7 @@ func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
 // run takes the run's record and runs it from its last checkpoint (or
 // its start) to its end. It reports false, and why, when the run was lost
 // to another worker or its record could not be written.
-func (w *Worker) run(ctx context.Context, j job) (bool, string) {
+func (w *Worker) run(ctx context.Context, rt *codemode.Runtime, j job) (bool, string) {
 	rec, rev, err := w.node.record(ctx, j.ID)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
@@ -232,18 +257,18 @@ func (w *Worker) run(ctx context.Context, j job) (bool, string) {
 	var res codemode.Result
 	var s *codemode.Suspended
 	if rec.State == nil {
-		res, s, err = w.rt.ExecuteSuspendable(ctx, j.Code)
-	} else if s, err = w.rt.Inspect(rec.State); err == nil {
+		res, s, err = rt.ExecuteSuspendable(ctx, j.Code)
+	} else if s, err = rt.Inspect(rec.State); err == nil {
 		// Taken over: the calls of the last checkpoint, through the
 		// ledger, and on.
-		res, s, err = w.rt.Resume(ctx, s.State, w.answer(ctx, j.ID, s)...)
+		res, s, err = rt.Resume(ctx, s.State, w.answer(ctx, rt, j.ID, s)...)
 	}
 	for err == nil && s != nil {
 		rec.Step, rec.State = s.Step, s.State
 		if rev, err = w.node.runs.Update(ctx, runKey(j.ID), mustJSON(rec), rev); err != nil {
 			return false, "checkpointing step " + fmt.Sprint(s.Step) + ": " + err.Error()
 		}
-		res, s, err = w.rt.Resume(ctx, s.State, w.answer(ctx, j.ID, s)...)
+		res, s, err = rt.Resume(ctx, s.State, w.answer(ctx, rt, j.ID, s)...)
 	}
 	if err != nil && res.Error == nil {
 		res = codemode.Result{ToolCalls: res.ToolCalls, Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: err.Error()}}
@@ -260,7 +285,7 @@ func (w *Worker) run(ctx context.Context, j job) (bool, string) {
 }
 
 // answer produces the results of a step's pending calls, at once.
-func (w *Worker) answer(ctx context.Context, id string, s *codemode.Suspended) []codemode.CallResult {
+func (w *Worker) answer(ctx context.Context, rt *codemode.Runtime, id string, s *codemode.Suspended) []codemode.CallResult {
 	out := make([]codemode.CallResult, len(s.Pending))
 	var wg sync.WaitGroup
 	for i, c := range s.Pending {
@@ -271,7 +296,7 @@ func (w *Worker) answer(ctx context.Context, id string, s *codemode.Suspended) [
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i] = w.resolve(ctx, id, c)
+			out[i] = w.resolve(ctx, rt, id, c)
 		}()
 	}
 	wg.Wait()
@@ -294,5 +319,13 @@ func (w *Worker) finishUnrun(j job, why string) {
 
 func (w *Worker) notify(id string) { _ = w.node.nc.Publish(doneSubject(id), nil) }
 
-// Close releases the worker's Runtime.
-func (w *Worker) Close() error { return w.rt.Close() }
+// Close releases the worker's Runtimes; call it after Run has returned.
+func (w *Worker) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, rt := range w.retired {
+		_ = rt.Close()
+	}
+	w.retired = nil
+	return w.rt.Load().Close()
+}

@@ -77,6 +77,16 @@ type ServerOptions struct {
 	// its own, and off by default?").
 	Cells bool
 
+	// Executor, when not nil, runs the programs of execute calls in place
+	// of the server's own Runtime — a cluster of workers
+	// (cluster.Node), say. The server's Runtime still describes the tools
+	// (execute's description, search, the catalog) and is handed to
+	// Execute, whose tool tree the executor's must match; the session is
+	// in ctx (codemode.SessionFrom). With an Executor, Cells and
+	// approvals by elicitation are not offered: a program that needs an
+	// approval is refused by the executor's policy.
+	Executor Executor
+
 	// CellOptions bound the cells when Cells is set: per session, how many
 	// may wait to be collected, how long one nobody waits for lives, and
 	// how much it prints before wait answers. Zero values are codemode's
@@ -153,6 +163,9 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Executor != nil && opts.Cells {
+		return nil, errors.New("mcp: Cells are not offered with an Executor (cells run in the server's process)")
 	}
 	if opts.MaxRuns < 0 {
 		return nil, fmt.Errorf("mcp: MaxRuns %d is negative", opts.MaxRuns)
@@ -633,7 +646,13 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 	// one refuses new runs, so pick again.
 	for range 3 {
 		rt := s.Runtime()
-		if s.opts.Runtime.Policy != nil && req.Session != nil && supportsRoundTrips(req.Session) && supportsElicitation(req.Session) {
+		if s.opts.Executor != nil {
+			res, err = s.opts.Executor.Execute(ctx, rt, code)
+			if err != nil && res.Error == nil {
+				res = codemode.Result{Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: "the program's result is not known: " + err.Error()},
+					ToolCalls: []codemode.ToolCall{}}
+			}
+		} else if s.opts.Runtime.Policy != nil && req.Session != nil && supportsRoundTrips(req.Session) && supportsElicitation(req.Session) {
 			var input *mcpsdk.CallToolResult
 			res, input, err = s.roundTrip(ctx, rt, req, code)
 			if errors.Is(err, errApprovalState) || errors.Is(err, errApprovalUsed) {
@@ -674,6 +693,14 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 	}
 	s.log.Info("execute", attrs...)
 	return toolResult(res), nil
+}
+
+// Executor runs programs for a Server somewhere else (see
+// ServerOptions.Executor). Execute returns the run's Result, or an error
+// when it could not learn it (ctx ended, the executor is gone); the
+// client is then told the run failed.
+type Executor interface {
+	Execute(ctx context.Context, rt *codemode.Runtime, code string) (codemode.Result, error)
 }
 
 // acquireRun takes a run slot, waiting under ctx when all are taken. It

@@ -37,6 +37,8 @@ Usage:
   codemode search [flags] [QUERY]       search the tools as tools.$codemode.search does (JSON)
   codemode demo                         run the example program against the demo API (OpenAPI over loopback HTTP)
   codemode mcp [flags]                  serve execute over MCP (stdio, or --http ADDR) for --config servers and --openapi APIs
+  codemode serve [--worker] [flags]     serve execute like mcp, running programs on a cluster's workers (NATS JetStream)
+  codemode worker [flags]               run the programs of a cluster's fronts
   codemode bench [--quick]              measure overhead, the tool-call bridge, compute (against node) and memory
   codemode engine install|path|verify   install the pinned engine binary, show where it comes from, check it
   codemode version                      print the version
@@ -69,6 +71,10 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return discoveryCmd(args[0], args[1:], stdout, stderr)
 	case "bench":
 		return benchCmd(args[1:], stdout, stderr)
+	case "serve":
+		return serveCmd(args[1:], stdin, stdout, stderr)
+	case "worker":
+		return workerCmd(args[1:], stderr)
 	case "mcp":
 		return mcpCmd(args[1:], stdin, stdout, stderr)
 	case "engine":

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/codemode-go/codemode"
 	"github.com/codemode-go/codemode/mcp"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -79,6 +80,8 @@ type mcpFlags struct {
 	httpIdleTimeout duration
 	cells           bool
 	sessionState    bool
+
+	cluster *clusterFlags // codemode serve: the front of a cluster
 }
 
 // defaultMaxRuns is --max-runs' default: runs are mostly CPU-bound while
@@ -147,9 +150,23 @@ func (f *mcpFlags) httpSettings(fs *flag.FlagSet) (token string, loopback bool, 
 
 // runMCP is mcpCmd with the stopping context given, for tests.
 func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("mcp", mcpUsage, stderr)
+	return runMCPAs(ctx, "mcp", args, stdin, stdout, stderr)
+}
+
+// runMCPAs is codemode mcp, or codemode serve (name "serve"): the same
+// server, whose programs run on the cluster's workers.
+func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	usage := mcpUsage
 	var f mcpFlags
+	if name == "serve" {
+		usage = serveUsage
+		f.cluster = &clusterFlags{}
+	}
+	fs := newFlagSet(name, usage, stderr)
 	f.register(fs)
+	if f.cluster != nil {
+		f.cluster.register(fs, true)
+	}
 	rest, err := parseArgs(fs, args)
 	if err != nil {
 		return parseError(err)
@@ -194,7 +211,26 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		runtimeOpts.Values = store.NewMemoryValues(0, 0)
 	}
 	tel.configure(&runtimeOpts)
+	var exec mcp.Executor
+	var member *member
+	if f.cluster != nil {
+		member, err = f.cluster.join(ctx, false, f.cluster.worker, withTools(runtimeOpts, src.tools()), logger)
+		if err != nil {
+			src.close()
+			fmt.Fprintf(stderr, "codemode %s: %v\n", name, err)
+			if errors.As(err, new(usageError)) {
+				return exitUsage
+			}
+			return exitFailure
+		}
+		defer member.close() // after srv.Close: runs first
+		exec = member.node
+		if f.sessionState {
+			runtimeOpts.Values = member.node.Values(0, 0)
+		}
+	}
 	srv, err := mcp.NewServer(mcp.ServerOptions{
+		Executor:           exec,
 		Version:            version(),
 		Runtime:            runtimeOpts,
 		Logger:             logger,
@@ -226,6 +262,7 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		go func() {
 			defer follow.Done()
 			for range ch {
+				member.setTools(src.tools(), logger)
 				if err := srv.SetTools(src.tools(), src.unavailable()...); err != nil && !errors.Is(err, mcp.ErrServerClosed) {
 					logger.Error("the new tool list was refused; keeping the old one", "error", err)
 				}
@@ -261,6 +298,12 @@ func serveStdio(ctx context.Context, srv *mcp.Server, stdin io.Reader, stdout io
 	}
 	logger.Info("shutting down")
 	return exitOK
+}
+
+// withTools is opts with tools.
+func withTools(opts codemode.Options, tools codemode.Tools) codemode.Options {
+	opts.Tools = tools
+	return opts
 }
 
 // noneIfZero maps a flag's "0 = no limit" to mcp.ServerOptions' negative

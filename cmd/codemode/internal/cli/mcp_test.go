@@ -142,12 +142,24 @@ func startStdioPipe(t *testing.T, ctx context.Context, args ...string) (*mcpsdk.
 // startStdioClient is startStdioPipe with the client's options.
 func startStdioClient(t *testing.T, ctx context.Context, copts *mcpsdk.ClientOptions, args ...string) (*mcpsdk.ClientSession, *syncBuffer, <-chan int, io.Closer) {
 	t.Helper()
+	return startStdioCommand(t, ctx, "mcp", copts, args...)
+}
+
+// startStdioAs is startStdio for codemode mcp or codemode serve (name).
+func startStdioAs(t *testing.T, ctx context.Context, name string, args ...string) (*mcpsdk.ClientSession, *syncBuffer, <-chan int) {
+	t.Helper()
+	cs, stderr, exit, _ := startStdioCommand(t, ctx, name, nil, args...)
+	return cs, stderr, exit
+}
+
+func startStdioCommand(t *testing.T, ctx context.Context, name string, copts *mcpsdk.ClientOptions, args ...string) (*mcpsdk.ClientSession, *syncBuffer, <-chan int, io.Closer) {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	stderr := &syncBuffer{}
 	exit := make(chan int, 1)
 	go func() {
-		code := runMCP(ctx, append([]string{"--cache-dir", engineCache}, args...), inR, outW, stderr)
+		code := runMCPAs(ctx, name, append([]string{"--cache-dir", engineCache}, args...), inR, outW, stderr)
 		outW.Close()
 		exit <- code
 	}()

@@ -1,0 +1,304 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/cluster"
+	"github.com/codemode-go/codemode/internal/secret"
+	"github.com/nats-io/nats.go"
+)
+
+const serveUsage = `Usage: codemode serve [--worker] [flags]
+
+The front of a cluster: "codemode mcp" whose programs run on workers
+(codemode worker, or this process with --worker) through NATS JetStream,
+so a run survives the worker that runs it. Tool calls that may change
+something are checkpointed first and recorded after; a worker that takes
+over a run never makes such a call twice, and tells the program when a
+call's outcome is unknown (RATIONALE.md, "What is exactly once in the
+cluster?").
+
+By default the process starts an embedded NATS server with JetStream,
+keeping its data in --data and listening on loopback behind a token kept
+there: "codemode serve --worker" needs nothing installed. Workers on this
+machine join with "codemode worker --data DIR" and the same tool flags.
+For several machines, run a NATS cluster with TLS and accounts and give
+every process --nats URL (with --nats-creds or --nats-token-env and the
+--nats-tls-* files). Every worker needs the same --state-key-file.
+
+Approvals (--policy with ask) are refused on workers for now, and --cells
+is not offered: they run in one process (codemode mcp).
+
+Every flag of "codemode mcp" applies, and these:
+`
+
+const workerUsage = `Usage: codemode worker [flags]
+
+Runs the programs of a cluster's fronts (codemode serve): give it the same
+tool flags as the fronts (--config, --openapi, --demo-tools ...) and the
+same --state-key-file, and either --data DIR of an embedded server on this
+machine or --nats URL. It runs until SIGINT or SIGTERM, then finishes the
+runs it holds before it exits.
+
+Flags:
+`
+
+// clusterFlags say how a process joins the cluster and what its worker
+// does.
+type clusterFlags struct {
+	worker   bool // serve only: run a worker in this process too
+	data     string
+	listen   string
+	natsURL  string
+	tokenEnv string
+	creds    string
+	tlsCA    string
+	tlsCert  string
+	tlsKey   string
+	keyFile  string
+	runs     int
+	ackWait  duration
+}
+
+func (c *clusterFlags) register(fs *flag.FlagSet, serve bool) {
+	data, key := "", ""
+	if root, err := secret.Root(); err == nil {
+		data, key = filepath.Join(root, "cluster"), filepath.Join(root, keyFileName)
+	}
+	if serve {
+		fs.BoolVar(&c.worker, "worker", false, "run a worker in this process too (one machine needs nothing else)")
+		fs.StringVar(&c.listen, "nats-listen", "", "`host:port` of the embedded NATS server, loopback only (default 127.0.0.1 on a free port, written to DIR/url)")
+	}
+	fs.StringVar(&c.data, "data", data, "`directory` of the embedded NATS server's data and token (serve starts it; worker joins it)")
+	fs.StringVar(&c.natsURL, "nats", "", "join the NATS server or cluster at `URL` instead of an embedded one")
+	fs.StringVar(&c.tokenEnv, "nats-token-env", "", "environment variable `NAME` holding the NATS token")
+	fs.StringVar(&c.creds, "nats-creds", "", "NATS credentials `file` (user JWT and seed)")
+	fs.StringVar(&c.tlsCA, "nats-tls-ca", "", "`file` of CA certificates the NATS servers' certificates are checked against")
+	fs.StringVar(&c.tlsCert, "nats-tls-cert", "", "client certificate `file` for NATS (with --nats-tls-key)")
+	fs.StringVar(&c.tlsKey, "nats-tls-key", "", "client key `file` for NATS")
+	fs.StringVar(&c.keyFile, "state-key-file", key, "file with the key (32 bytes or more) that authenticates run states; every worker needs the same; made with a random key if missing")
+	fs.IntVar(&c.runs, "worker-runs", 4, "most programs a worker runs at once")
+	c.ackWait = duration(10 * time.Second)
+	fs.Var(&c.ackWait, "ack-wait", "how long a silent worker keeps its runs before another takes them over, a `duration`")
+}
+
+// config is the cluster.Config the flags describe; asWorker joins the
+// embedded server of --data rather than starting one.
+func (c *clusterFlags) config(asWorker bool) (cluster.Config, error) {
+	cfg := cluster.Config{URL: c.natsURL, DataDir: c.data, Listen: c.listen, AckWait: time.Duration(c.ackWait)}
+	if c.runs < 1 {
+		return cfg, errors.New("--worker-runs must be at least 1")
+	}
+	if c.natsURL == "" {
+		if c.data == "" {
+			return cfg, errors.New("no --data and no configuration directory to keep the embedded server's data in; give --data DIR or --nats URL")
+		}
+		if asWorker {
+			// Join the embedded server a front on this machine started.
+			url, err := os.ReadFile(filepath.Join(c.data, "url"))
+			if err != nil {
+				return cfg, fmt.Errorf("no cluster to join in --data %s (start codemode serve first, or give --nats URL): %v", c.data, err)
+			}
+			tok, err := os.ReadFile(filepath.Join(c.data, "token"))
+			if err != nil {
+				return cfg, fmt.Errorf("the embedded server's token in --data %s: %v", c.data, err)
+			}
+			cfg.URL = strings.TrimSpace(string(url))
+			cfg.Options = append(cfg.Options, nats.Token(strings.TrimSpace(string(tok))))
+		}
+		return cfg, nil
+	}
+	if c.tokenEnv != "" {
+		tok := os.Getenv(c.tokenEnv)
+		if tok == "" {
+			return cfg, fmt.Errorf("--nats-token-env: the environment variable %s is empty or unset", c.tokenEnv)
+		}
+		cfg.Options = append(cfg.Options, nats.Token(tok))
+	}
+	if c.creds != "" {
+		cfg.Options = append(cfg.Options, nats.UserCredentials(c.creds))
+	}
+	if c.tlsCA != "" {
+		cfg.Options = append(cfg.Options, nats.RootCAs(c.tlsCA))
+	}
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		return cfg, errors.New("--nats-tls-cert and --nats-tls-key go together")
+	}
+	if c.tlsCert != "" {
+		cfg.Options = append(cfg.Options, nats.ClientCert(c.tlsCert, c.tlsKey))
+	}
+	return cfg, nil
+}
+
+// member is this process in the cluster: its node and, when it runs
+// one, its worker.
+type member struct {
+	node   *cluster.Node
+	worker *cluster.Worker
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// join opens the node and starts a worker when asked. opts are the
+// Runtime options of the worker's runs (their tools included).
+func (c *clusterFlags) join(ctx context.Context, asWorker, runWorker bool, opts codemode.Options, logger *slog.Logger) (*member, error) {
+	cfg, err := c.config(asWorker)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	node, err := cluster.Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	m := &member{node: node}
+	if cfg.URL == "" {
+		// Workers on this machine find the server here.
+		if err := os.WriteFile(filepath.Join(c.data, "url"), []byte(node.URL()+"\n"), 0o600); err != nil {
+			node.Close()
+			return nil, fmt.Errorf("writing the server's address: %w", err)
+		}
+		logger.Info("embedded NATS server started", "url", node.URL(), "data", c.data,
+			"join", "codemode worker --data "+c.data+" (with the same tool flags)")
+	}
+	if !runWorker {
+		return m, nil
+	}
+	key, err := secret.Key(c.keyFile, codemode.MinStateKeyBytes)
+	if err != nil {
+		node.Close()
+		return nil, fmt.Errorf("state key: %w", err)
+	}
+	opts.StateKey = key
+	w, err := cluster.NewWorker(node, opts, cluster.WorkerOptions{MaxRuns: c.runs, Logger: logger})
+	if err != nil {
+		node.Close()
+		return nil, err
+	}
+	m.worker = w
+	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	m.stop = stop
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if err := w.Run(wctx); err != nil {
+			logger.Error("the worker stopped", "error", err)
+		}
+	}()
+	logger.Info("worker started", "runs", c.runs)
+	return m, nil
+}
+
+// setTools gives the worker a new tool tree.
+func (m *member) setTools(tools codemode.Tools, logger *slog.Logger) {
+	if m == nil || m.worker == nil {
+		return
+	}
+	if err := m.worker.SetTools(tools); err != nil {
+		logger.Error("the worker refused the new tool list; keeping the old one", "error", err)
+	}
+}
+
+// close stops taking jobs, finishes the runs under way and leaves.
+func (m *member) close() {
+	if m == nil {
+		return
+	}
+	if m.stop != nil {
+		m.stop()
+		m.wg.Wait()
+		_ = m.worker.Close()
+	}
+	_ = m.node.Close()
+}
+
+// usageError marks an error in the flags.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// serveCmd is "codemode serve": codemode mcp as the front of a cluster.
+func serveCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runMCPAs(ctx, "serve", args, stdin, stdout, stderr)
+}
+
+// workerCmd is "codemode worker".
+func workerCmd(args []string, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runWorker(ctx, args, stderr)
+}
+
+func runWorker(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := newFlagSet("worker", workerUsage, stderr)
+	var rf runtimeFlags
+	var sf sourceFlags
+	var cf clusterFlags
+	sf.register(fs, true, "info")
+	rf.registerLimits(fs)
+	rf.registerRun(fs)
+	rf.registerEngine(fs)
+	cf.register(fs, false)
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return parseError(err)
+	}
+	if len(rest) != 0 {
+		fmt.Fprintf(stderr, "codemode worker: unexpected arguments %q\n", rest)
+		return exitUsage
+	}
+	logger, err := sf.logger(stderr, true)
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode worker: %v\n", err)
+		return exitUsage
+	}
+	if err := rf.check(); err != nil {
+		fmt.Fprintf(stderr, "codemode worker: %v\n", err)
+		return exitUsage
+	}
+	logger = slog.New(quietSDK{logger.Handler()})
+	src, err := sf.open(ctx, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode worker: %v\n", err)
+		return exitFor(err)
+	}
+	defer src.close()
+	m, err := cf.join(ctx, true, true, rf.options(src.tools()), logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode worker: %v\n", err)
+		if errors.As(err, new(usageError)) {
+			return exitUsage
+		}
+		return exitFailure
+	}
+	var follow sync.WaitGroup
+	if ch := src.changed(); ch != nil {
+		follow.Add(1)
+		go func() {
+			defer follow.Done()
+			for range ch {
+				m.setTools(src.tools(), logger)
+			}
+		}()
+	}
+	<-ctx.Done()
+	logger.Info("stopping: finishing the runs under way")
+	m.close()
+	src.close()
+	follow.Wait()
+	return exitOK
+}

@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The single-binary default: codemode serve --worker with nothing
+// installed runs programs, keeps session state in the embedded server,
+// and stops cleanly at the end of its input.
+func TestServeWithWorker(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "cluster")
+	ctx := context.Background()
+	cs, stderr, exit := startServe(t, ctx, "--worker", "--demo-tools", "--session-state", "--data", data)
+	isErr, v := callExecute(t, cs, `const o = (await tools.shop.listOrders({})).orders[0];
+		await tools.$codemode.store({ key: "last", value: o.id });
+		return o.totalCents`)
+	if isErr || v["ok"] != true || v["value"] != float64(4599) {
+		t.Fatalf("result = %v\n%s", v, stderr)
+	}
+	isErr, v = callExecute(t, cs, `return await tools.$codemode.load({ key: "last" })`)
+	if isErr || v["ok"] != true || !strings.Contains(string(mustMarshal(v["value"])), "o-1001") {
+		t.Fatalf("session state across runs = %v", v)
+	}
+	_ = cs.Close()
+	select {
+	case code := <-exit:
+		if code != exitOK {
+			t.Fatalf("exit %d\n%s", code, stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop at the end of its input")
+	}
+	for _, want := range []string{"embedded NATS server started", "codemode worker --data " + data, "worker started", "msg=run "} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, stderr)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(data, "token")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("token file: %v %v", fi, err)
+	}
+}
+
+// A front without a worker and a worker in a process of its own, joined
+// by the front's embedded server: the program runs on the worker.
+func TestServeAndWorkerProcess(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "cluster")
+	ctx := context.Background()
+	cs, stderr, _ := startServe(t, ctx, "--demo-tools", "--data", data)
+	worker, werr := startProcess(t, "worker", "--demo-tools", "--data", data, "--cache-dir", engineCache)
+	isErr, v := callExecute(t, cs, `return (await tools.shop.listOrders({})).orders.length`)
+	if isErr || v["ok"] != true || v["value"] != float64(6) {
+		t.Fatalf("result = %v\nfront:\n%s\nworker:\n%s", v, stderr, werr)
+	}
+	if strings.Contains(stderr.String(), "msg=run ") || !strings.Contains(werr.String(), "msg=run ") {
+		t.Errorf("the run was not the worker's:\nfront:\n%s\nworker:\n%s", stderr, werr)
+	}
+	_ = worker.Process.Signal(syscall.SIGTERM)
+	if err := worker.Wait(); err != nil {
+		t.Errorf("worker exit: %v\n%s", err, werr)
+	}
+}
+
+// Flags that cannot work are usage errors that say what to do.
+func TestServeUsageErrors(t *testing.T) {
+	data := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"worker", "--data", filepath.Join(data, "none")}, exitUsage, "start codemode serve first"},
+		{[]string{"worker", "--nats", "nats://127.0.0.1:1", "--nats-tls-cert", "c.pem"}, exitUsage, "--nats-tls-cert and --nats-tls-key go together"},
+		{[]string{"worker", "--nats", "nats://127.0.0.1:1", "--nats-token-env", "CODEMODE_TEST_NO_SUCH_VAR"}, exitUsage, "CODEMODE_TEST_NO_SUCH_VAR is empty or unset"},
+		{[]string{"worker", "--worker-runs", "0", "--data", data}, exitUsage, "--worker-runs must be at least 1"},
+		{[]string{"serve", "--nats-listen", "0.0.0.0:4222", "--data", data}, exitFailure, "loopback only"},
+		{[]string{"serve", "--cells", "--data", data}, exitUsage, "Cells are not offered"},
+	} {
+		var stderr bytes.Buffer
+		code := Run(append(tc.args, "--cache-dir", engineCache), strings.NewReader(""), &bytes.Buffer{}, &stderr)
+		if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: exit %d, want %d with %q:\n%s", tc.args, code, tc.code, tc.want, stderr.String())
+		}
+	}
+}
+
+// startServe runs codemode serve on pipes, like startStdio.
+func startServe(t *testing.T, ctx context.Context, args ...string) (*mcpsdk.ClientSession, *syncBuffer, <-chan int) {
+	t.Helper()
+	return startStdioAs(t, ctx, "serve", args...)
+}
+
+// startProcess runs codemode with args in a process of its own until the
+// test ends, and returns it and its standard error.
+func startProcess(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	a, _ := json.Marshal(args)
+	cmd.Env = append(os.Environ(), cliEnv+"=1", cliArgsEnv+"="+string(a))
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_, _ = cmd.Process.Wait()
+	})
+	return cmd, stderr
+}
+
+func mustMarshal(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
