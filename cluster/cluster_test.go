@@ -233,3 +233,108 @@ func TestTakeoverReportsCallsInDoubt(t *testing.T) {
 	}
 	_ = a
 }
+
+// Jobs that are not what a front sends are dropped without harm, and a
+// job delivered again after its run finished runs nothing.
+func TestMalformedAndDuplicateJobs(t *testing.T) {
+	n := openNode(t, Config{})
+	var fx effects
+	startWorker(t, n, shopTools(&fx, nil))
+	rt := front(t, shopTools(nil, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, raw := range []string{"", "not json", `{"id":"../../x","code":"return 1"}`, `{"id":""}`, strings.Repeat("[", 100000)} {
+		if _, err := n.js.Publish(ctx, workSubject, []byte(raw)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := n.Execute(ctx, rt, `return (await tools.shop.charge({ order: "a" })).key`)
+	if err != nil || !res.OK {
+		t.Fatalf("%+v %v", res, err)
+	}
+	var key string
+	_ = json.Unmarshal(res.Value, &key)
+	id, _, _ := strings.Cut(key, "/")
+	// The same job again, past the de-duplication window's id.
+	dup := mustJSON(job{ID: id, Code: `return (await tools.shop.charge({ order: "a" })).key`, Tree: rt.ToolTreeSum()})
+	if _, err := n.js.Publish(ctx, workSubject, dup); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		info, err := n.work.Info(ctx)
+		if err == nil && info.State.Msgs == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if info, _ := n.work.Info(ctx); info.State.Msgs != 0 {
+		t.Fatalf("jobs left in the queue: %d", info.State.Msgs)
+	}
+	if fx.total() != 1 {
+		t.Fatalf("charges made: %v", fx.keys)
+	}
+}
+
+// A front whose request ends cancels its run on the worker.
+func TestCancelReachesTheWorker(t *testing.T) {
+	n := openNode(t, Config{})
+	started := make(chan struct{}, 1)
+	tools := codemode.Tools{"slow": codemode.Tools{"wait": codemode.Tool{
+		Description: "Waits.",
+		Annotations: &codemode.Annotations{ReadOnly: true},
+		Run: func(ctx context.Context, in json.RawMessage) (any, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}}}}
+	startWorker(t, n, tools)
+	rt := front(t, tools)
+	ctx, cancel := context.WithCancel(context.Background())
+	var id string
+	go func() {
+		<-started
+		cancel()
+	}()
+	_, err := n.Execute(ctx, rt, `await tools.slow.wait({}); return 1`)
+	if err == nil {
+		t.Fatal("Execute returned no error after its context ended")
+	}
+	// The run's record ends too: the worker was told.
+	wctx, wcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer wcancel()
+	for {
+		keys, _ := n.runs.Keys(wctx)
+		if len(keys) == 1 {
+			id = strings.TrimPrefix(keys[0], "r.")
+			if rec, _, err := n.record(wctx, id); err == nil && rec.Status == finished {
+				if rec.Result.OK {
+					t.Fatalf("a cancelled run succeeded: %+v", rec.Result)
+				}
+				return
+			}
+		}
+		select {
+		case <-wctx.Done():
+			t.Fatal("the cancelled run never ended")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// A worker with another tool tree does not run a front's program with
+// its tools: after the last delivery the run ends saying why.
+func TestToolTreeMismatch(t *testing.T) {
+	n := openNode(t, Config{AckWait: time.Second, MaxDeliver: 2})
+	startWorker(t, n, shopTools(&effects{}, nil))
+	rt := front(t, codemode.Tools{"other": shopTools(nil, nil)["shop"]})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := n.Execute(ctx, rt, `return 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK || res.Error == nil || !strings.Contains(res.Error.Message, "same tools") {
+		t.Fatalf("%+v", res)
+	}
+}

@@ -60,6 +60,14 @@ func ledgerTools(path string) codemode.Tools {
 		}
 	}
 	return codemode.Tools{"ledger": codemode.Tools{
+		// crash ends the worker's process: a poison job. It reads
+		// nothing, so a takeover calls it again.
+		"crash": codemode.Tool{Description: "Ends the worker.", Input: orderSchema,
+			Annotations: &codemode.Annotations{ReadOnly: true},
+			Run: func(ctx context.Context, in json.RawMessage) (any, error) {
+				os.Exit(3)
+				return nil, nil
+			}},
 		"charge": codemode.Tool{Description: "Charges.", Input: orderSchema, Run: effect("charge")},
 		"refund": codemode.Tool{Description: "Refunds.", Input: orderSchema, Run: effect("refund"),
 			Annotations: &codemode.Annotations{Idempotent: true}},
@@ -68,7 +76,7 @@ func ledgerTools(path string) codemode.Tools {
 
 func workerProcess(url string) int {
 	n, err := Open(context.Background(), Config{URL: url, Options: []nats.Option{nats.Token(os.Getenv(envWorkerToken))},
-		AckWait: time.Second, Name: fmt.Sprintf("worker-%d", os.Getpid())})
+		AckWait: time.Second, MaxDeliver: poisonDeliveries, Name: fmt.Sprintf("worker-%d", os.Getpid())})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -92,7 +100,22 @@ type procs struct {
 	token   string
 	effects string
 	mu      sync.Mutex
-	live    []*exec.Cmd
+	live    []*proc
+}
+
+// proc is a worker process; done is closed when it has exited.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
 }
 
 func (p *procs) start() {
@@ -101,10 +124,13 @@ func (p *procs) start() {
 	cmd.Env = append(os.Environ(), envWorkerURL+"="+p.url, envWorkerToken+"="+p.token, envEffects+"="+p.effects)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		p.t.Fatal(err)
+		p.t.Error(err)
+		return
 	}
+	pr := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(pr.done) }()
 	p.mu.Lock()
-	p.live = append(p.live, cmd)
+	p.live = append(p.live, pr)
 	p.mu.Unlock()
 }
 
@@ -113,16 +139,16 @@ func (p *procs) start() {
 func (p *procs) kill(owner string, i int) {
 	p.mu.Lock()
 	at := i % len(p.live)
-	for j, cmd := range p.live {
-		if owner == fmt.Sprintf("worker-%d", cmd.Process.Pid) {
+	for j, pr := range p.live {
+		if owner == fmt.Sprintf("worker-%d", pr.cmd.Process.Pid) {
 			at = j
 		}
 	}
-	cmd := p.live[at]
+	pr := p.live[at]
 	p.live = append(p.live[:at], p.live[at+1:]...)
 	p.mu.Unlock()
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
+	_ = pr.cmd.Process.Kill()
+	<-pr.done
 }
 
 // pause stops the worker process named owner (or the i-th) with SIGSTOP
@@ -130,10 +156,10 @@ func (p *procs) kill(owner string, i int) {
 // taken over, and what it writes when it wakes must be refused.
 func (p *procs) pause(owner string, i int, d time.Duration) {
 	p.mu.Lock()
-	cmd := p.live[i%len(p.live)]
-	for _, c := range p.live {
-		if owner == fmt.Sprintf("worker-%d", c.Process.Pid) {
-			cmd = c
+	cmd := p.live[i%len(p.live)].cmd
+	for _, pr := range p.live {
+		if owner == fmt.Sprintf("worker-%d", pr.cmd.Process.Pid) {
+			cmd = pr.cmd
 		}
 	}
 	p.mu.Unlock()
@@ -158,19 +184,84 @@ func busy(ctx context.Context, n *Node, ids []string, seed *rand.Rand) string {
 func (p *procs) stopAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, cmd := range p.live {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
+	for _, pr := range p.live {
+		_ = pr.cmd.Process.Signal(syscall.SIGTERM)
 	}
-	for _, cmd := range p.live {
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
+	for _, pr := range p.live {
 		select {
-		case <-done:
+		case <-pr.done:
 		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
+			_ = pr.cmd.Process.Kill()
+			<-pr.done
 		}
 	}
 	p.live = nil
+}
+
+// poisonDeliveries is MaxDeliver in the tests with worker processes.
+const poisonDeliveries = 3
+
+// A job whose program ends every worker that runs it is given up after
+// MaxDeliver attempts: it moves to the dead-letter stream, and the run
+// ends with a result that says so.
+func TestPoisonJob(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes that crash")
+	}
+	n := openNode(t, Config{AckWait: time.Second, MaxDeliver: poisonDeliveries})
+	p := &procs{t: t, url: n.URL(), token: n.Token(), effects: filepath.Join(t.TempDir(), "effects")}
+	t.Cleanup(p.stopAll)
+	// A supervisor: each worker that exits is replaced.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			p.mu.Lock()
+			live := p.live[:0]
+			for _, pr := range p.live {
+				if !pr.exited() {
+					live = append(live, pr)
+				}
+			}
+			p.live = live
+			missing := 2 - len(live)
+			p.mu.Unlock()
+			for range missing {
+				p.start()
+			}
+		}
+	}()
+	rt := front(t, ledgerTools(p.effects))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	id, err := n.Submit(ctx, rt, `await tools.ledger.crash({ order: "x" }); return "unreachable"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := n.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK || res.Error == nil || !strings.Contains(res.Error.Message, fmt.Sprintf("given up after %d attempts", poisonDeliveries)) {
+		t.Fatalf("result %+v", res)
+	}
+	dlq, err := n.js.Stream(ctx, dlqStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := dlq.Info(ctx)
+	if err != nil || info.State.Msgs != 1 {
+		t.Fatalf("dead letters: %+v %v", info.State, err)
+	}
+	winfo, err := n.work.Info(ctx)
+	if err != nil || winfo.State.Msgs != 0 {
+		t.Fatalf("the work queue still holds %+v %v", winfo.State, err)
+	}
 }
 
 // Worker processes are killed with SIGKILL at seeded times (and one is

@@ -76,43 +76,41 @@ func IdempotencyKey(ctx context.Context) (string, bool) {
 	return run + "/" + strconv.Itoa(c.Index), true
 }
 
-// resolve produces the result of one held call of run id through the
-// ledger: the recorded result of a call done, the call made now for one
-// never claimed, and for one in doubt a repeat (idempotent tools) or an
-// "outcome unknown" error.
-func (w *Worker) resolve(ctx context.Context, rt *codemode.Runtime, id string, c codemode.PendingCall) codemode.CallResult {
+// claim judges one held call of run id by the ledger: a call never
+// claimed is claimed now, to be made (make is true, rev the claim's
+// revision); a call recorded done gets its recorded result; a call
+// claimed and not recorded is in doubt, and is made again only when its
+// tool is annotated idempotent, else the program is told its outcome is
+// unknown.
+func (w *Worker) claim(ctx context.Context, id string, c codemode.PendingCall) (res codemode.CallResult, make bool, rev uint64) {
 	key, sum := ledgerKey(id, c.Index), callSum(c)
-	for attempt := 0; ; attempt++ {
-		e, rev, err := w.ledgerGet(ctx, key)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			rev, err = w.node.led.Create(ctx, key, mustJSON(entry{State: claimed, Sum: sum, By: w.node.cfg.Name}))
-			if errors.Is(err, jetstream.ErrKeyExists) && attempt < 3 {
-				continue // another taker claimed it first: judge its entry
-			}
-			if err != nil {
-				return codemode.CallResult{Index: c.Index, Err: fmt.Errorf("cluster: claiming the call in the ledger: %w", err)}
-			}
-			return w.make(ctx, rt, id, c, key, sum, rev)
-		case err != nil:
-			return codemode.CallResult{Index: c.Index, Err: fmt.Errorf("cluster: reading the ledger: %w", err)}
-		case e.Sum != sum:
-			return doubt(c, "after this run's worker stopped, the run was taken over and made another call in this one's place")
-		case e.State == done:
-			return e.result(c.Index)
-		case e.State == claimed && c.Annotations != nil && c.Annotations.Idempotent:
-			// Made again with the same idempotency key: the tool says
-			// a repeat does nothing more.
-			return w.make(ctx, rt, id, c, key, sum, rev)
-		default:
-			if e.State == claimed {
-				// Every later taker says the same.
-				e.State = unknown
-				_, _ = w.node.led.Update(ctx, key, mustJSON(e), rev)
-			}
-			return doubt(c, "the worker making it stopped before it reported back, and the tool is not annotated idempotent, so it was not made again")
-		}
+	// Creating first: a call is new far more often than not.
+	rev, err := w.node.led.Create(ctx, key, mustJSON(entry{State: claimed, Sum: sum, By: w.node.cfg.Name}))
+	switch {
+	case err == nil:
+		return codemode.CallResult{}, true, rev
+	case !errors.Is(err, jetstream.ErrKeyExists):
+		return codemode.CallResult{Index: c.Index, Err: fmt.Errorf("cluster: claiming the call in the ledger: %w", err)}, false, 0
 	}
+	e, rev, err := w.ledgerGet(ctx, key)
+	switch {
+	case err != nil:
+		return codemode.CallResult{Index: c.Index, Err: fmt.Errorf("cluster: reading the ledger: %w", err)}, false, 0
+	case e.Sum != sum:
+		return doubt(c, "after this run's worker stopped, the run was taken over and made another call in this one's place"), false, 0
+	case e.State == done:
+		return e.result(c.Index), false, 0
+	case e.State == claimed && c.Annotations != nil && c.Annotations.Idempotent:
+		// Made again with the same idempotency key: the tool says a
+		// repeat does nothing more.
+		return codemode.CallResult{}, true, rev
+	}
+	if e.State == claimed {
+		// Every later taker says the same.
+		e.State = unknown
+		_, _ = w.node.led.Update(ctx, key, mustJSON(e), rev)
+	}
+	return doubt(c, "the worker making it stopped before it reported back, and the tool is not annotated idempotent, so it was not made again"), false, 0
 }
 
 func doubt(c codemode.PendingCall, why string) codemode.CallResult {
@@ -121,7 +119,8 @@ func doubt(c codemode.PendingCall, why string) codemode.CallResult {
 }
 
 // make makes a claimed call and records its result.
-func (w *Worker) make(ctx context.Context, rt *codemode.Runtime, id string, c codemode.PendingCall, key, sum string, rev uint64) codemode.CallResult {
+func (w *Worker) make(ctx context.Context, rt *codemode.Runtime, id string, c codemode.PendingCall, rev uint64) codemode.CallResult {
+	key, sum := ledgerKey(id, c.Index), callSum(c)
 	res := rt.RunPending(context.WithValue(ctx, idempotencyKey{}, id), c)
 	e := entry{State: done, Sum: sum, By: w.node.cfg.Name, Output: res.Output}
 	if res.Err != nil {

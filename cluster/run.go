@@ -23,6 +23,9 @@ type job struct {
 	// Tree is the front's ToolTreeSum: a worker with another tool tree
 	// refuses the job by name instead of running it with other tools.
 	Tree string `json:"tree"`
+	// Rev is the revision of the record Submit made: a worker takes a
+	// new run with one compare-and-swap, without reading it first.
+	Rev uint64 `json:"rev,omitempty"`
 }
 
 // The states of a run's record.
@@ -82,76 +85,119 @@ var ErrUnknownRun = errors.New("cluster: no such run")
 // (codemode.WithSession). The job is durable once Submit returns: a
 // worker that dies running it is replaced by another.
 func (n *Node) Submit(ctx context.Context, rt *codemode.Runtime, code string) (string, error) {
+	id := newID()
+	return id, n.submit(ctx, rt, id, code)
+}
+
+func (n *Node) submit(ctx context.Context, rt *codemode.Runtime, id, code string) error {
 	session, _ := codemode.SessionFrom(ctx)
-	j := job{ID: newID(), Code: code, Session: session, Tree: rt.ToolTreeSum()}
+	j := job{ID: id, Code: code, Session: session, Tree: rt.ToolTreeSum()}
 	// The record first, so that Wait on any front knows the run from the
 	// moment Submit returns.
 	rev, err := n.runs.Create(ctx, runKey(j.ID), mustJSON(record{Status: queued, Session: session, Since: time.Now().UTC()}))
 	if err != nil {
-		return "", fmt.Errorf("cluster: recording the run: %w", err)
+		return fmt.Errorf("cluster: recording the run: %w", err)
 	}
+	j.Rev = rev
 	if _, err := n.js.Publish(ctx, workSubject, mustJSON(j), jetstream.WithMsgID(j.ID)); err != nil {
 		_ = n.runs.Delete(context.WithoutCancel(ctx), runKey(j.ID), jetstream.LastRevision(rev))
-		return "", fmt.Errorf("cluster: submitting the run: %w", err)
+		return fmt.Errorf("cluster: submitting the run: %w", err)
 	}
-	return j.ID, nil
+	return nil
 }
 
 // Wait returns the result of run id once a worker has finished it, or
-// ctx's error. It waits on the run's done notice, not by polling, and
-// reads the record once more now and then, since a notice can be lost.
+// ctx's error. It waits for the worker's done notice, which carries the
+// result, not by polling; since a notice can be lost, it reads the record
+// once more every few seconds.
 func (n *Node) Wait(ctx context.Context, id string) (codemode.Result, error) {
 	if store.CheckID(id) != nil {
 		return codemode.Result{}, fmt.Errorf("%w: %q", ErrUnknownRun, id)
 	}
-	ch := make(chan struct{}, 1)
-	sub, err := n.nc.Subscribe(doneSubject(id), func(*nats.Msg) {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	})
+	w, err := n.await(id)
 	if err != nil {
 		return codemode.Result{}, err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	check := time.NewTicker(5 * time.Second)
-	defer check.Stop()
-	for {
-		r, _, err := n.record(ctx, id)
-		switch {
-		case err == nil && r.Status == finished && r.Result != nil:
-			return *r.Result, nil
-		case err == nil:
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			return codemode.Result{}, fmt.Errorf("%w: %s (it never existed, or its record expired)", ErrUnknownRun, id)
-		default:
-			if ctx.Err() != nil {
-				return codemode.Result{}, ctx.Err()
-			}
-		}
-		select {
-		case <-ch:
-		case <-check.C:
-		case <-ctx.Done():
-			return codemode.Result{}, ctx.Err()
-		}
-	}
+	defer w.stop()
+	return w.result(ctx, true)
 }
 
 // Execute submits a run and waits for its result: Runtime.Execute, run
 // by a worker of the cluster. If ctx ends first the run is cancelled.
 func (n *Node) Execute(ctx context.Context, rt *codemode.Runtime, code string) (codemode.Result, error) {
-	id, err := n.Submit(ctx, rt, code)
+	none := codemode.Result{ToolCalls: []codemode.ToolCall{}}
+	// Listening before submitting: the notice cannot come too early.
+	id := newID()
+	w, err := n.await(id)
 	if err != nil {
-		return codemode.Result{ToolCalls: []codemode.ToolCall{}}, err
+		return none, err
 	}
-	res, err := n.Wait(ctx, id)
+	defer w.stop()
+	if err := n.submit(ctx, rt, id, code); err != nil {
+		return none, err
+	}
+	res, err := w.result(ctx, false)
 	if err != nil {
 		n.Cancel(id)
-		return codemode.Result{ToolCalls: []codemode.ToolCall{}}, err
+		return none, err
 	}
 	return res, nil
+}
+
+// waiter waits for one run's done notice.
+type waiter struct {
+	n   *Node
+	id  string
+	ch  chan []byte
+	sub *nats.Subscription
+}
+
+func (n *Node) await(id string) (*waiter, error) {
+	w := &waiter{n: n, id: id, ch: make(chan []byte, 1)}
+	sub, err := n.nc.Subscribe(doneSubject(id), func(m *nats.Msg) {
+		select {
+		case w.ch <- m.Data:
+		default:
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.sub = sub
+	return w, nil
+}
+
+func (w *waiter) stop() { _ = w.sub.Unsubscribe() }
+
+// result waits for the notice (and reads the record first when read).
+func (w *waiter) result(ctx context.Context, read bool) (codemode.Result, error) {
+	check := time.NewTicker(5 * time.Second)
+	defer check.Stop()
+	for {
+		if read {
+			r, _, err := w.n.record(ctx, w.id)
+			switch {
+			case err == nil && r.Status == finished && r.Result != nil:
+				return *r.Result, nil
+			case errors.Is(err, jetstream.ErrKeyNotFound):
+				return codemode.Result{}, fmt.Errorf("%w: %s (it never existed, or its record expired)", ErrUnknownRun, w.id)
+			case err != nil && ctx.Err() != nil:
+				return codemode.Result{}, ctx.Err()
+			}
+		}
+		select {
+		case data := <-w.ch:
+			var res codemode.Result
+			if len(data) > 0 && json.Unmarshal(data, &res) == nil {
+				return res, nil
+			}
+			read = true // a notice without the result: it is in the record
+		case <-check.C:
+			read = true
+		case <-ctx.Done():
+			return codemode.Result{}, ctx.Err()
+		}
+	}
 }
 
 // Cancel asks the worker running run id to stop it; the run ends with

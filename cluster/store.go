@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
+	"time"
 
 	"github.com/codemode-go/codemode/store"
 	"github.com/nats-io/nats.go/jetstream"
@@ -154,7 +156,16 @@ func (v *kvValues) Put(ctx context.Context, session, key string, value json.RawM
 	if len(value) > store.MaxValueBytes {
 		return fmt.Errorf("%w: it is %d bytes of JSON; a value may have %d", store.ErrTooLarge, len(value), store.MaxValueBytes)
 	}
-	for range 20 {
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			// Another write to the session won: back off a little, by
+			// chance, so that racing writers spread out.
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("cluster: the session's values are being written by many writers at once: %w", ctx.Err())
+			case <-time.After(time.Duration(rand.Int64N(int64(min(attempt, 20)) * int64(time.Millisecond)))):
+			}
+		}
 		x, rev, err := v.index(ctx, session)
 		if err != nil {
 			return err
@@ -193,7 +204,6 @@ func (v *kvValues) Put(ctx context.Context, session, key string, value json.RawM
 		}
 		return nil
 	}
-	return errors.New("cluster: the session's values are being written by too many writers at once; try again")
 }
 
 func (v *kvValues) Keys(ctx context.Context, session string) ([]string, error) {

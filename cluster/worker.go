@@ -122,6 +122,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cluster: the workers' consumer: %w", err)
 	}
+	// One worker (a queue group) moves each job given up after
+	// MaxDeliver to the dead-letter stream: a work queue keeps such a
+	// message, handed to no one, until it is removed.
+	adv, err := w.node.nc.QueueSubscribe(maxDeliveriesSubject, "cm-dlq", w.deadLetter)
+	if err != nil {
+		return fmt.Errorf("cluster: watching for jobs given up: %w", err)
+	}
+	defer func() { _ = adv.Unsubscribe() }()
 	slots := make(chan struct{}, w.max)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -238,14 +246,21 @@ func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
 // its start) to its end. It reports false, and why, when the run was lost
 // to another worker or its record could not be written.
 func (w *Worker) run(ctx context.Context, rt *codemode.Runtime, j job) (bool, string) {
-	rec, rev, err := w.node.record(ctx, j.ID)
+	// A new run is taken in one step, at the revision Submit made.
+	rec := record{Status: running, Owner: w.node.cfg.Name, Session: j.Session, Since: time.Now().UTC()}
+	rev, err := w.node.runs.Update(ctx, runKey(j.ID), mustJSON(rec), j.Rev)
+	if err == nil {
+		return w.drive(ctx, rt, j, rec, rev)
+	}
+	// Not new: delivered again, taken over, or finished.
+	rec, rev, err = w.node.record(ctx, j.ID)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return true, "the run has no record (it expired): dropped"
 	case err != nil:
 		return false, err.Error()
 	case rec.Status == finished:
-		w.notify(j.ID)
+		w.notify(j.ID, rec.Result)
 		return true, "finished before"
 	case rec.Status == running:
 		rec.Takeovers++
@@ -254,6 +269,13 @@ func (w *Worker) run(ctx context.Context, rt *codemode.Runtime, j job) (bool, st
 	if rev, err = w.node.runs.Update(ctx, runKey(j.ID), mustJSON(rec), rev); err != nil {
 		return false, "taking the run: " + err.Error()
 	}
+	return w.drive(ctx, rt, j, rec, rev)
+}
+
+// drive runs a taken run from its record's state (or its start) to its
+// end.
+func (w *Worker) drive(ctx context.Context, rt *codemode.Runtime, j job, rec record, rev uint64) (bool, string) {
+	var err error
 	var res codemode.Result
 	var s *codemode.Suspended
 	if rec.State == nil {
@@ -261,14 +283,21 @@ func (w *Worker) run(ctx context.Context, rt *codemode.Runtime, j job) (bool, st
 	} else if s, err = rt.Inspect(rec.State); err == nil {
 		// Taken over: the calls of the last checkpoint, through the
 		// ledger, and on.
-		res, s, err = rt.Resume(ctx, s.State, w.answer(ctx, rt, j.ID, s)...)
+		results, _ := w.answer(ctx, rt, j.ID, s, nil)
+		res, s, err = rt.Resume(ctx, s.State, results...)
 	}
 	for err == nil && s != nil {
 		rec.Step, rec.State = s.Step, s.State
-		if rev, err = w.node.runs.Update(ctx, runKey(j.ID), mustJSON(rec), rev); err != nil {
-			return false, "checkpointing step " + fmt.Sprint(s.Step) + ": " + err.Error()
+		checkpoint := func() error {
+			var err error
+			rev, err = w.node.runs.Update(ctx, runKey(j.ID), mustJSON(rec), rev)
+			return err
 		}
-		res, s, err = rt.Resume(ctx, s.State, w.answer(ctx, rt, j.ID, s)...)
+		results, cerr := w.answer(ctx, rt, j.ID, s, checkpoint)
+		if cerr != nil {
+			return false, "checkpointing step " + fmt.Sprint(s.Step) + ": " + cerr.Error()
+		}
+		res, s, err = rt.Resume(ctx, s.State, results...)
 	}
 	if err != nil && res.Error == nil {
 		res = codemode.Result{ToolCalls: res.ToolCalls, Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: err.Error()}}
@@ -280,27 +309,77 @@ func (w *Worker) run(ctx context.Context, rt *codemode.Runtime, j job) (bool, st
 	if _, err := w.node.runs.Update(context.WithoutCancel(ctx), runKey(j.ID), mustJSON(rec), rev); err != nil {
 		return false, "recording the result: " + err.Error()
 	}
-	w.notify(j.ID)
+	w.notify(j.ID, &res)
 	return true, ""
 }
 
-// answer produces the results of a step's pending calls, at once.
-func (w *Worker) answer(ctx context.Context, rt *codemode.Runtime, id string, s *codemode.Suspended) []codemode.CallResult {
+// answer produces the results of a step's pending calls. With a
+// checkpoint, the step's state is recorded while the calls are claimed in
+// the ledger (one round trip for both), and no call is made unless the
+// checkpoint succeeded; its error is returned then.
+func (w *Worker) answer(ctx context.Context, rt *codemode.Runtime, id string, s *codemode.Suspended, checkpoint func() error) ([]codemode.CallResult, error) {
 	out := make([]codemode.CallResult, len(s.Pending))
+	claims := make([]uint64, len(s.Pending))
+	todo := make([]bool, len(s.Pending))
 	var wg sync.WaitGroup
+	var cerr error
+	if checkpoint != nil {
+		wg.Go(func() { cerr = checkpoint() })
+	}
 	for i, c := range s.Pending {
 		if c.Reason != "" {
 			out[i] = codemode.CallResult{Index: c.Index, Denied: "no one can approve calls of runs in the cluster yet: " + strings.TrimSpace(c.Reason)}
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i] = w.resolve(ctx, rt, id, c)
-		}()
+		wg.Go(func() { out[i], todo[i], claims[i] = w.claim(ctx, id, c) })
 	}
 	wg.Wait()
-	return out
+	if cerr != nil {
+		return nil, cerr
+	}
+	for i, c := range s.Pending {
+		if todo[i] {
+			wg.Go(func() { out[i] = w.make(ctx, rt, id, c, claims[i]) })
+		}
+	}
+	wg.Wait()
+	return out, nil
+}
+
+// maxDeliveriesSubject is the server's advisory for a job handed out
+// MaxDeliver times without an ack.
+const maxDeliveriesSubject = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + workStream + "." + consumer
+
+// deadLetter moves a job given up after MaxDeliver to CM_DLQ and ends its
+// run with a result saying so.
+func (w *Worker) deadLetter(m *nats.Msg) {
+	var adv struct {
+		Seq        uint64 `json:"stream_seq"`
+		Deliveries uint64 `json:"deliveries"`
+	}
+	if err := json.Unmarshal(m.Data, &adv); err != nil || adv.Seq == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	raw, err := w.node.work.GetMsg(ctx, adv.Seq)
+	if err != nil {
+		return // moved already, by a worker that saw it first
+	}
+	dead := nats.NewMsg(dlqSubject)
+	dead.Data = raw.Data
+	dead.Header.Set("Codemode-Deliveries", fmt.Sprint(adv.Deliveries))
+	dead.Header.Set(nats.MsgIdHdr, fmt.Sprintf("dlq-%d", adv.Seq))
+	if _, err := w.node.js.PublishMsg(ctx, dead); err != nil {
+		w.log.Error("moving a job given up to the dead-letter stream failed", "seq", adv.Seq, "error", err)
+		return
+	}
+	_ = w.node.work.DeleteMsg(ctx, adv.Seq)
+	var j job
+	if json.Unmarshal(raw.Data, &j) == nil && store.CheckID(j.ID) == nil {
+		w.log.Error("a run was given up: every worker that took it stopped before finishing it", "run", j.ID, "deliveries", adv.Deliveries)
+		w.finishUnrun(j, fmt.Sprintf("the run was given up after %d attempts: each worker that took it stopped before it finished (a tool that ends the worker's process, say); its job is in the dead-letter stream %s", adv.Deliveries, dlqStream))
+	}
 }
 
 // finishUnrun ends a run that could not run, with a result saying why.
@@ -313,11 +392,21 @@ func (w *Worker) finishUnrun(j job, why string) {
 	rec.Status, rec.State = finished, nil
 	rec.Result = &codemode.Result{ToolCalls: []codemode.ToolCall{}, Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: why}}
 	if _, err := w.node.runs.Update(ctx, runKey(j.ID), mustJSON(rec), rev); err == nil {
-		w.notify(j.ID)
+		w.notify(j.ID, rec.Result)
 	}
 }
 
-func (w *Worker) notify(id string) { _ = w.node.nc.Publish(doneSubject(id), nil) }
+// notify tells the fronts waiting for run id that it has ended, with its
+// result when it fits in a message (else they read the record).
+func (w *Worker) notify(id string, res *codemode.Result) {
+	var data []byte
+	if res != nil {
+		if b, err := json.Marshal(res); err == nil && int64(len(b)) < w.node.nc.MaxPayload()-1024 {
+			data = b
+		}
+	}
+	_ = w.node.nc.Publish(doneSubject(id), data)
+}
 
 // Close releases the worker's Runtimes; call it after Run has returned.
 func (w *Worker) Close() error {

@@ -1,0 +1,66 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/codemode-go/codemode"
+)
+
+// The cost the cluster adds, side by side with the same program run in
+// process: go test ./cluster -bench . -run ^$
+//
+//	return1:  a program with no call (dispatch, record, result)
+//	charge:   one call of a tool that is not read-only (a checkpoint,
+//	          a ledger claim and its result around the call)
+//	charge5:  five such calls in a row
+func BenchmarkCluster(b *testing.B) {
+	programs := []struct{ name, code string }{
+		{"return1", `return 1`},
+		{"charge", `return (await tools.shop.charge({ order: "a" })).charged`},
+		{"charge5", `for (let i = 0; i < 5; i++) await tools.shop.charge({ order: "a" + i }); return 5`},
+		{"price5", `let s = 0; for (let i = 0; i < 5; i++) s += await tools.shop.price({ sku: "a" }); return s`},
+	}
+	dir := b.TempDir()
+	n, err := Open(context.Background(), Config{DataDir: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer n.Close()
+	var fx effects
+	w, err := NewWorker(n, codemode.Options{Tools: shopTools(&fx, nil), StateKey: testKey, Timeout: 30 * time.Second}, WorkerOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	defer func() { cancel(); <-done; w.Close() }()
+	local, err := codemode.New(codemode.Options{Tools: shopTools(&fx, nil), StateKey: testKey, Timeout: 30 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer local.Close()
+	front, err := codemode.New(codemode.Options{Tools: shopTools(nil, nil), StateKey: testKey})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer front.Close()
+	for _, p := range programs {
+		b.Run(p.name+"/in-process", func(b *testing.B) {
+			for b.Loop() {
+				if res, err := local.Execute(context.Background(), p.code); err != nil || !res.OK {
+					b.Fatal(res.Error, err)
+				}
+			}
+		})
+		b.Run(p.name+"/cluster", func(b *testing.B) {
+			for b.Loop() {
+				if res, err := n.Execute(context.Background(), front, p.code); err != nil || !res.OK {
+					b.Fatal(res.Error, err)
+				}
+			}
+		})
+	}
+}
