@@ -338,3 +338,11 @@ func TestToolTreeMismatch(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 }
+
+func TestServerVersions(t *testing.T) {
+	for v, old := range map[string]bool{"2.9.25": true, "2.10.0": false, "2.10.0-beta.1": false, "2.15.2": false, "1.4.1": true, "3.0.0": false, "": true} {
+		if tooOld(v) != old {
+			t.Errorf("tooOld(%q) = %v", v, !old)
+		}
+	}
+}

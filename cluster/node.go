@@ -200,7 +200,34 @@ func token(path string) (string, error) {
 // maxState is the largest message: a run record holds its state inline.
 const maxState = 8 << 20
 
+// minServer is the oldest nats-server the cluster runs on: the work
+// queue's and KV's features it uses are all there by 2.10.
+const minServer = "2.10.0"
+
+// tooOld reports whether version (x.y.z, maybe with a suffix) is older
+// than minServer.
+func tooOld(version string) bool {
+	parse := func(v string) [3]int {
+		var out [3]int
+		v, _, _ = strings.Cut(v, "-")
+		for i, part := range strings.SplitN(v, ".", 3) {
+			out[i], _ = strconv.Atoi(part)
+		}
+		return out
+	}
+	a, b := parse(version), parse(minServer)
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
+}
+
 func (n *Node) setup(ctx context.Context) error {
+	if v := n.nc.ConnectedServerVersion(); tooOld(v) {
+		return fmt.Errorf("cluster: the NATS server at %s is version %s; the cluster needs %s or newer (JetStream work queues and KV)", n.url, v, minServer)
+	}
 	js, err := jetstream.New(n.nc)
 	if err != nil {
 		return err
