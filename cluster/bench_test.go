@@ -57,7 +57,7 @@ func BenchmarkCluster(b *testing.B) {
 		})
 		b.Run(p.name+"/cluster", func(b *testing.B) {
 			for b.Loop() {
-				if res, err := n.Execute(context.Background(), front, p.code); err != nil || !res.OK {
+				if res, err := n.Execute(context.Background(), front, p.code, nil); err != nil || !res.OK {
 					b.Fatal(res.Error, err)
 				}
 			}

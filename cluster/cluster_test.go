@@ -134,7 +134,7 @@ func TestExecuteThroughAWorker(t *testing.T) {
 		const [a, b] = await Promise.all([tools.shop.charge({ order: "o1" }), tools.shop.charge({ order: "o2" })]);
 		const r = await tools.shop.refund({ order: "o1" });
 		console.log("done");
-		return { p, a: a.charged, b: b.charged, r: r.refunded, keys: [a.key, b.key, r.key] };`)
+		return { p, a: a.charged, b: b.charged, r: r.refunded, keys: [a.key, b.key, r.key] };`, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,14 +173,14 @@ func TestWaitOnAnotherFront(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := other.Wait(ctx, id)
+	res, _, err := other.Wait(ctx, id)
 	if err != nil || !res.OK || string(res.Value) != "true" {
 		t.Fatalf("Wait on the other front: %+v %v", res, err)
 	}
-	if _, err := other.Wait(ctx, "0123abcd"); err == nil || !strings.Contains(err.Error(), "no such run") {
+	if _, _, err := other.Wait(ctx, "0123abcd"); err == nil || !strings.Contains(err.Error(), "no such run") {
 		t.Fatalf("unknown run: %v", err)
 	}
-	if _, err := other.Wait(ctx, "../r.x"); err == nil {
+	if _, _, err := other.Wait(ctx, "../r.x"); err == nil {
 		t.Fatal("a malformed id was waited on")
 	}
 }
@@ -216,7 +216,7 @@ func TestTakeoverReportsCallsInDoubt(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // charge claimed and blocked
 	stalled.nc.Close()
 	startWorker(t, n, shopTools(&fxB, nil))
-	res, err := n.Wait(ctx, id)
+	res, _, err := n.Wait(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestMalformedAndDuplicateJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	res, err := n.Execute(ctx, rt, `return (await tools.shop.charge({ order: "a" })).key`)
+	res, err := n.Execute(ctx, rt, `return (await tools.shop.charge({ order: "a" })).key`, nil)
 	if err != nil || !res.OK {
 		t.Fatalf("%+v %v", res, err)
 	}
@@ -296,7 +296,7 @@ func TestCancelReachesTheWorker(t *testing.T) {
 		<-started
 		cancel()
 	}()
-	_, err := n.Execute(ctx, rt, `await tools.slow.wait({}); return 1`)
+	_, err := n.Execute(ctx, rt, `await tools.slow.wait({}); return 1`, nil)
 	if err == nil {
 		t.Fatal("Execute returned no error after its context ended")
 	}
@@ -330,7 +330,7 @@ func TestToolTreeMismatch(t *testing.T) {
 	rt := front(t, codemode.Tools{"other": shopTools(nil, nil)["shop"]})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := n.Execute(ctx, rt, `return 1`)
+	res, err := n.Execute(ctx, rt, `return 1`, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

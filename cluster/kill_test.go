@@ -243,7 +243,7 @@ func TestPoisonJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := n.Wait(ctx, id)
+	res, _, err := n.Wait(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +315,7 @@ func TestKillWorkers(t *testing.T) {
 	seen := map[string]int{} // key -> results the programs saw succeed
 	doubts, takeovers := 0, 0
 	for _, id := range ids {
-		res, err := n.Wait(ctx, id)
+		res, _, err := n.Wait(ctx, id)
 		if err != nil {
 			t.Fatalf("run %s: %v", id, err)
 		}

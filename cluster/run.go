@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/codemode-go/codemode"
@@ -26,12 +27,17 @@ type job struct {
 	// Rev is the revision of the record Submit made: a worker takes a
 	// new run with one compare-and-swap, without reading it first.
 	Rev uint64 `json:"rev,omitempty"`
+	// Resume marks the job that continues a run parked for approval,
+	// once its questions were answered.
+	Resume bool `json:"resume,omitempty"`
 }
 
 // The states of a run's record.
 const (
 	queued   = "queued"
 	running  = "running"
+	parked   = "parked"   // waits for answers to its questions
+	answered = "answered" // answered, for a worker to resume
 	finished = "done"
 )
 
@@ -48,6 +54,12 @@ type record struct {
 	State   []byte           `json:"state,omitempty"`
 	Result  *codemode.Result `json:"result,omitempty"`
 	Since   time.Time        `json:"since"`
+	Tree    string           `json:"tree,omitempty"`
+	// Questions are the calls a parked run asks about (the policy's
+	// questions, in their Reason), and Answers the decisions given, by
+	// call index.
+	Questions []codemode.PendingCall `json:"questions,omitempty"`
+	Answers   map[int]decision       `json:"answers,omitempty"`
 	// Takeovers counts the workers that took the run over from another.
 	Takeovers int `json:"takeovers,omitempty"`
 }
@@ -94,7 +106,7 @@ func (n *Node) submit(ctx context.Context, rt *codemode.Runtime, id, code string
 	j := job{ID: id, Code: code, Session: session, Tree: rt.ToolTreeSum()}
 	// The record first, so that Wait on any front knows the run from the
 	// moment Submit returns.
-	rev, err := n.runs.Create(ctx, runKey(j.ID), mustJSON(record{Status: queued, Session: session, Since: time.Now().UTC()}))
+	rev, err := n.runs.Create(ctx, runKey(j.ID), mustJSON(record{Status: queued, Session: session, Since: time.Now().UTC(), Tree: j.Tree}))
 	if err != nil {
 		return fmt.Errorf("cluster: recording the run: %w", err)
 	}
@@ -107,24 +119,29 @@ func (n *Node) submit(ctx context.Context, rt *codemode.Runtime, id, code string
 }
 
 // Wait returns the result of run id once a worker has finished it, or
-// ctx's error. It waits for the worker's done notice, which carries the
-// result, not by polling; since a notice can be lost, it reads the record
-// once more every few seconds.
-func (n *Node) Wait(ctx context.Context, id string) (codemode.Result, error) {
+// what it asks when it parked for approval (see Answer), or ctx's error.
+// It waits for the worker's notice, which carries the result, not by
+// polling; since a notice can be lost, it reads the record once more
+// every few seconds.
+func (n *Node) Wait(ctx context.Context, id string) (codemode.Result, *Asked, error) {
 	if store.CheckID(id) != nil {
-		return codemode.Result{}, fmt.Errorf("%w: %q", ErrUnknownRun, id)
+		return codemode.Result{}, nil, fmt.Errorf("%w: %q", ErrUnknownRun, id)
 	}
 	w, err := n.await(id)
 	if err != nil {
-		return codemode.Result{}, err
+		return codemode.Result{}, nil, err
 	}
 	defer w.stop()
 	return w.result(ctx, true)
 }
 
 // Execute submits a run and waits for its result: Runtime.Execute, run
-// by a worker of the cluster. If ctx ends first the run is cancelled.
-func (n *Node) Execute(ctx context.Context, rt *codemode.Runtime, code string) (codemode.Result, error) {
+// by a worker of the cluster. When the run parks for approval, approve
+// decides each question (as Options.Approve does; nil denies them) and
+// Execute answers them and waits on, unless someone else answered first.
+// If ctx ends first the run is cancelled.
+func (n *Node) Execute(ctx context.Context, rt *codemode.Runtime, code string,
+	approve func(context.Context, codemode.Call, string) codemode.Decision) (codemode.Result, error) {
 	none := codemode.Result{ToolCalls: []codemode.ToolCall{}}
 	// Listening before submitting: the notice cannot come too early.
 	id := newID()
@@ -136,15 +153,61 @@ func (n *Node) Execute(ctx context.Context, rt *codemode.Runtime, code string) (
 	if err := n.submit(ctx, rt, id, code); err != nil {
 		return none, err
 	}
-	res, err := w.result(ctx, false)
-	if err != nil {
-		n.Cancel(id)
-		return none, err
+	read := false
+	for {
+		res, asked, err := w.result(ctx, read)
+		if err != nil {
+			n.Cancel(id)
+			return none, err
+		}
+		if asked == nil {
+			return res, nil
+		}
+		answers := decide(ctx, asked, approve)
+		if err := n.Answer(ctx, id, asked.Step, answers); err != nil && !errors.Is(err, ErrAnswered) {
+			n.Cancel(id)
+			return none, err
+		}
+		read = true // the next notice, or the record, says what came of it
 	}
-	return res, nil
 }
 
-// waiter waits for one run's done notice.
+// decide asks approve about each question of asked, at once.
+func decide(ctx context.Context, asked *Asked, approve func(context.Context, codemode.Call, string) codemode.Decision) map[int]codemode.Decision {
+	out := make(map[int]codemode.Decision, len(asked.Calls))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, c := range asked.Calls {
+		wg.Go(func() {
+			d := codemode.Decision{Verdict: codemode.Deny, Reason: "it needs approval, and nobody can approve it here"}
+			if approve != nil {
+				d = safeApprove(ctx, approve, c)
+			}
+			mu.Lock()
+			out[c.Index] = d
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+func safeApprove(ctx context.Context, approve func(context.Context, codemode.Call, string) codemode.Decision, c codemode.PendingCall) (d codemode.Decision) {
+	defer func() {
+		if recover() != nil {
+			d = codemode.Decision{Verdict: codemode.Deny, Reason: "the approval failed"}
+		}
+	}()
+	return approve(ctx, c.Call, c.Reason)
+}
+
+// notice is what a worker publishes when a run ends or parks.
+type notice struct {
+	Result *codemode.Result `json:"result,omitempty"`
+	Asked  *Asked           `json:"asked,omitempty"`
+}
+
+// waiter waits for one run's notices.
 type waiter struct {
 	n   *Node
 	id  string
@@ -153,7 +216,7 @@ type waiter struct {
 }
 
 func (n *Node) await(id string) (*waiter, error) {
-	w := &waiter{n: n, id: id, ch: make(chan []byte, 1)}
+	w := &waiter{n: n, id: id, ch: make(chan []byte, 4)}
 	sub, err := n.nc.Subscribe(doneSubject(id), func(m *nats.Msg) {
 		select {
 		case w.ch <- m.Data:
@@ -169,8 +232,9 @@ func (n *Node) await(id string) (*waiter, error) {
 
 func (w *waiter) stop() { _ = w.sub.Unsubscribe() }
 
-// result waits for the notice (and reads the record first when read).
-func (w *waiter) result(ctx context.Context, read bool) (codemode.Result, error) {
+// result waits for the run's end or its questions (reading the record
+// first when read).
+func (w *waiter) result(ctx context.Context, read bool) (codemode.Result, *Asked, error) {
 	check := time.NewTicker(5 * time.Second)
 	defer check.Stop()
 	for {
@@ -178,24 +242,31 @@ func (w *waiter) result(ctx context.Context, read bool) (codemode.Result, error)
 			r, _, err := w.n.record(ctx, w.id)
 			switch {
 			case err == nil && r.Status == finished && r.Result != nil:
-				return *r.Result, nil
+				return *r.Result, nil, nil
+			case err == nil && r.Status == parked:
+				return codemode.Result{}, r.asked(w.id), nil
 			case errors.Is(err, jetstream.ErrKeyNotFound):
-				return codemode.Result{}, fmt.Errorf("%w: %s (it never existed, or its record expired)", ErrUnknownRun, w.id)
+				return codemode.Result{}, nil, fmt.Errorf("%w: %s (it never existed, or its record expired)", ErrUnknownRun, w.id)
 			case err != nil && ctx.Err() != nil:
-				return codemode.Result{}, ctx.Err()
+				return codemode.Result{}, nil, ctx.Err()
 			}
 		}
 		select {
 		case data := <-w.ch:
-			var res codemode.Result
-			if len(data) > 0 && json.Unmarshal(data, &res) == nil {
-				return res, nil
+			var nt notice
+			if len(data) > 0 && json.Unmarshal(data, &nt) == nil {
+				switch {
+				case nt.Result != nil:
+					return *nt.Result, nil, nil
+				case nt.Asked != nil:
+					return codemode.Result{}, nt.Asked, nil
+				}
 			}
 			read = true // a notice without the result: it is in the record
 		case <-check.C:
 			read = true
 		case <-ctx.Done():
-			return codemode.Result{}, ctx.Err()
+			return codemode.Result{}, nil, ctx.Err()
 		}
 	}
 }

@@ -1,12 +1,12 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -246,22 +246,27 @@ func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
 // its start) to its end. It reports false, and why, when the run was lost
 // to another worker or its record could not be written.
 func (w *Worker) run(ctx context.Context, rt *codemode.Runtime, j job) (bool, string) {
-	// A new run is taken in one step, at the revision Submit made.
-	rec := record{Status: running, Owner: w.node.cfg.Name, Session: j.Session, Since: time.Now().UTC()}
-	rev, err := w.node.runs.Update(ctx, runKey(j.ID), mustJSON(rec), j.Rev)
-	if err == nil {
-		return w.drive(ctx, rt, j, rec, rev)
+	if !j.Resume {
+		// A new run is taken in one step, at the revision Submit made.
+		rec := record{Status: running, Owner: w.node.cfg.Name, Session: j.Session, Since: time.Now().UTC(), Tree: j.Tree}
+		if rev, err := w.node.runs.Update(ctx, runKey(j.ID), mustJSON(rec), j.Rev); err == nil {
+			return w.drive(ctx, rt, j, rec, rev)
+		}
 	}
-	// Not new: delivered again, taken over, or finished.
-	rec, rev, err = w.node.record(ctx, j.ID)
+	// Not new: delivered again, taken over, answered, or finished.
+	rec, rev, err := w.node.record(ctx, j.ID)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return true, "the run has no record (it expired): dropped"
 	case err != nil:
 		return false, err.Error()
 	case rec.Status == finished:
-		w.notify(j.ID, rec.Result)
+		w.notify(j.ID, notice{Result: rec.Result})
 		return true, "finished before"
+	case rec.Status == parked:
+		// A job delivered again while the run waits for answers: the
+		// answers will queue the run's next job.
+		return true, "waits for answers"
 	case rec.Status == running:
 		rec.Takeovers++
 	}
@@ -281,19 +286,30 @@ func (w *Worker) drive(ctx context.Context, rt *codemode.Runtime, j job, rec rec
 	if rec.State == nil {
 		res, s, err = rt.ExecuteSuspendable(ctx, j.Code)
 	} else if s, err = rt.Inspect(rec.State); err == nil {
-		// Taken over: the calls of the last checkpoint, through the
-		// ledger, and on.
-		results, _ := w.answer(ctx, rt, j.ID, s, nil)
+		// Taken over or answered: the calls of the last checkpoint,
+		// through the ledger, and on.
+		results, _ := w.answer(ctx, rt, j.ID, s, nil, rec.Answers)
+		rec.Questions, rec.Answers = nil, nil
 		res, s, err = rt.Resume(ctx, s.State, results...)
 	}
 	for err == nil && s != nil {
 		rec.Step, rec.State = s.Step, s.State
+		if q := questions(s); len(q) > 0 {
+			// Park: the run waits in its record, holding no worker,
+			// for answers from any front.
+			rec.Status, rec.Questions = parked, q
+			if _, err := w.node.runs.Update(ctx, runKey(j.ID), mustJSON(rec), rev); err != nil {
+				return false, "parking step " + fmt.Sprint(s.Step) + ": " + err.Error()
+			}
+			w.notify(j.ID, notice{Asked: rec.asked(j.ID)})
+			return true, "parked for approval"
+		}
 		checkpoint := func() error {
 			var err error
 			rev, err = w.node.runs.Update(ctx, runKey(j.ID), mustJSON(rec), rev)
 			return err
 		}
-		results, cerr := w.answer(ctx, rt, j.ID, s, checkpoint)
+		results, cerr := w.answer(ctx, rt, j.ID, s, checkpoint, nil)
 		if cerr != nil {
 			return false, "checkpointing step " + fmt.Sprint(s.Step) + ": " + cerr.Error()
 		}
@@ -309,7 +325,7 @@ func (w *Worker) drive(ctx context.Context, rt *codemode.Runtime, j job, rec rec
 	if _, err := w.node.runs.Update(context.WithoutCancel(ctx), runKey(j.ID), mustJSON(rec), rev); err != nil {
 		return false, "recording the result: " + err.Error()
 	}
-	w.notify(j.ID, &res)
+	w.notify(j.ID, notice{Result: &res})
 	return true, ""
 }
 
@@ -317,7 +333,9 @@ func (w *Worker) drive(ctx context.Context, rt *codemode.Runtime, j job, rec rec
 // checkpoint, the step's state is recorded while the calls are claimed in
 // the ledger (one round trip for both), and no call is made unless the
 // checkpoint succeeded; its error is returned then.
-func (w *Worker) answer(ctx context.Context, rt *codemode.Runtime, id string, s *codemode.Suspended, checkpoint func() error) ([]codemode.CallResult, error) {
+// answers decide the calls asked about (a parked run's); one with no
+// answer is denied.
+func (w *Worker) answer(ctx context.Context, rt *codemode.Runtime, id string, s *codemode.Suspended, checkpoint func() error, answers map[int]decision) ([]codemode.CallResult, error) {
 	out := make([]codemode.CallResult, len(s.Pending))
 	claims := make([]uint64, len(s.Pending))
 	todo := make([]bool, len(s.Pending))
@@ -328,8 +346,11 @@ func (w *Worker) answer(ctx context.Context, rt *codemode.Runtime, id string, s 
 	}
 	for i, c := range s.Pending {
 		if c.Reason != "" {
-			out[i] = codemode.CallResult{Index: c.Index, Denied: "no one can approve calls of runs in the cluster yet: " + strings.TrimSpace(c.Reason)}
-			continue
+			a, ok := answers[c.Index]
+			if !ok || !a.Allow {
+				out[i] = codemode.CallResult{Index: c.Index, Denied: cmp.Or(a.Reason, "no one approved it")}
+				continue
+			}
 		}
 		wg.Go(func() { out[i], todo[i], claims[i] = w.claim(ctx, id, c) })
 	}
@@ -392,20 +413,29 @@ func (w *Worker) finishUnrun(j job, why string) {
 	rec.Status, rec.State = finished, nil
 	rec.Result = &codemode.Result{ToolCalls: []codemode.ToolCall{}, Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: why}}
 	if _, err := w.node.runs.Update(ctx, runKey(j.ID), mustJSON(rec), rev); err == nil {
-		w.notify(j.ID, rec.Result)
+		w.notify(j.ID, notice{Result: rec.Result})
 	}
 }
 
 // notify tells the fronts waiting for run id that it has ended, with its
 // result when it fits in a message (else they read the record).
-func (w *Worker) notify(id string, res *codemode.Result) {
+func (w *Worker) notify(id string, nt notice) {
 	var data []byte
-	if res != nil {
-		if b, err := json.Marshal(res); err == nil && int64(len(b)) < w.node.nc.MaxPayload()-1024 {
-			data = b
-		}
+	if b, err := json.Marshal(nt); err == nil && int64(len(b)) < w.node.nc.MaxPayload()-1024 {
+		data = b
 	}
 	_ = w.node.nc.Publish(doneSubject(id), data)
+}
+
+// questions are the pending calls a policy asked about.
+func questions(s *codemode.Suspended) []codemode.PendingCall {
+	var q []codemode.PendingCall
+	for _, c := range s.Pending {
+		if c.Reason != "" {
+			q = append(q, c)
+		}
+	}
+	return q
 }
 
 // Close releases the worker's Runtimes; call it after Run has returned.

@@ -82,9 +82,9 @@ type ServerOptions struct {
 	// (cluster.Node), say. The server's Runtime still describes the tools
 	// (execute's description, search, the catalog) and is handed to
 	// Execute, whose tool tree the executor's must match; the session is
-	// in ctx (codemode.SessionFrom). With an Executor, Cells and
-	// approvals by elicitation are not offered: a program that needs an
-	// approval is refused by the executor's policy.
+	// in ctx (codemode.SessionFrom). Calls the executor's policy asks
+	// about are put to the client's user by elicitation while the
+	// request waits. With an Executor, Cells are not offered.
 	Executor Executor
 
 	// CellOptions bound the cells when Cells is set: per session, how many
@@ -647,7 +647,7 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 	for range 3 {
 		rt := s.Runtime()
 		if s.opts.Executor != nil {
-			res, err = s.opts.Executor.Execute(ctx, rt, code)
+			res, err = s.opts.Executor.Execute(ctx, rt, code, s.elicitApproval)
 			if err != nil && res.Error == nil {
 				res = codemode.Result{Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: "the program's result is not known: " + err.Error()},
 					ToolCalls: []codemode.ToolCall{}}
@@ -698,9 +698,12 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 // Executor runs programs for a Server somewhere else (see
 // ServerOptions.Executor). Execute returns the run's Result, or an error
 // when it could not learn it (ctx ended, the executor is gone); the
-// client is then told the run failed.
+// client is then told the run failed. approve asks the client's user
+// about a call the executor's policy asked about (by elicitation, within
+// the request; it denies when the client cannot ask).
 type Executor interface {
-	Execute(ctx context.Context, rt *codemode.Runtime, code string) (codemode.Result, error)
+	Execute(ctx context.Context, rt *codemode.Runtime, code string,
+		approve func(ctx context.Context, c codemode.Call, question string) codemode.Decision) (codemode.Result, error)
 }
 
 // acquireRun takes a run slot, waiting under ctx when all are taken. It

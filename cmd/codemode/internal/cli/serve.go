@@ -39,8 +39,9 @@ For several machines, run a NATS cluster with TLS and accounts and give
 every process --nats URL (with --nats-creds or --nats-token-env and the
 --nats-tls-* files). Every worker needs the same --state-key-file.
 
-Approvals (--policy with ask) are refused on workers for now, and --cells
-is not offered: they run in one process (codemode mcp).
+A call --policy asks about parks its run (it waits in the cluster, not on
+a worker) while the front asks the user by elicitation. --cells is not
+offered: cells run in one process (codemode mcp).
 
 Every flag of "codemode mcp" applies, and these:
 `
