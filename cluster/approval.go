@@ -7,21 +7,18 @@ import (
 	"strconv"
 
 	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/mcp"
 	"github.com/codemode-go/codemode/store"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Asked is a run parked for approval: a worker's policy asked about some
-// of its calls, and the run waits — in its record, holding no worker —
-// until someone answers them on any front (Answer).
-type Asked struct {
-	Run  string `json:"run"`
-	Step int    `json:"step"`
-	// Calls are the calls asked about, each with its question (Reason)
-	// and its input as the program made it (Call.Shown is what a person
-	// should see).
-	Calls []codemode.PendingCall `json:"calls"`
-}
+// of its calls (Calls, each with its question in Reason and its input as
+// the program made it; Call.Shown is what a person should see), and the
+// run waits — in its record, holding no worker — until someone answers
+// them on any front (Answer). It is mcp.Parked, so that a Node is an
+// mcp.ParkingExecutor.
+type Asked = mcp.Parked
 
 // ErrAnswered is Answer's error when the run is not waiting for answers
 // at that step: someone answered first, or the run moved on or ended.
@@ -85,4 +82,37 @@ func (n *Node) Answer(ctx context.Context, id string, step int, answers map[int]
 		return fmt.Errorf("cluster: the answers are recorded, and queueing the run's resumption failed: %w", err)
 	}
 	return nil
+}
+
+// Start submits a run and waits until it ends or parks for approval (see
+// Answer): the first half of an approval by round trips, whose second
+// half, Continue, may come to any front.
+func (n *Node) Start(ctx context.Context, rt *codemode.Runtime, code string) (codemode.Result, *Asked, error) {
+	id := newID()
+	w, err := n.await(id)
+	if err != nil {
+		return codemode.Result{}, nil, err
+	}
+	defer w.stop()
+	if err := n.submit(ctx, rt, id, code); err != nil {
+		return codemode.Result{}, nil, err
+	}
+	return w.result(ctx, false)
+}
+
+// Continue answers the questions of run id at step (see Answer) and waits
+// until the run ends or parks again.
+func (n *Node) Continue(ctx context.Context, id string, step int, answers map[int]codemode.Decision) (codemode.Result, *Asked, error) {
+	if store.CheckID(id) != nil {
+		return codemode.Result{}, nil, fmt.Errorf("%w: %q", ErrUnknownRun, id)
+	}
+	w, err := n.await(id)
+	if err != nil {
+		return codemode.Result{}, nil, err
+	}
+	defer w.stop()
+	if err := n.Answer(ctx, id, step, answers); err != nil {
+		return codemode.Result{}, nil, err
+	}
+	return w.result(ctx, false)
 }

@@ -121,6 +121,62 @@ func (s *Server) roundTrip(ctx context.Context, rt *codemode.Runtime, req *mcpsd
 	return res, &mcpsdk.CallToolResult{InputRequests: requests, RequestState: sealed}, nil
 }
 
+// parkingRoundTrip is roundTrip for runs an executor parks: the ticket
+// names the parked run's step, and the executor keeps the run.
+func (s *Server) parkingRoundTrip(ctx context.Context, pe ParkingExecutor, rt *codemode.Runtime, req *mcpsdk.CallToolRequest, code string) (codemode.Result, *mcpsdk.CallToolResult, error) {
+	ss := req.Session
+	var res codemode.Result
+	var parked *Parked
+	var err error
+	if req.Params.RequestState == "" {
+		res, parked, err = pe.Start(ctx, rt, code)
+	} else {
+		t, oerr := s.openTicket(req.Params.RequestState, s.binding(ss))
+		if oerr != nil {
+			return codemode.Result{}, nil, oerr
+		}
+		answers := map[int]codemode.Decision{}
+		for key, v := range req.Params.InputResponses {
+			index, cerr := strconv.Atoi(key)
+			answer, ok := v.(*mcpsdk.ElicitResult)
+			if cerr != nil || !ok {
+				continue
+			}
+			if answer.Action == "accept" && answer.Content["approve"] == true {
+				answers[index] = codemode.Decision{Verdict: codemode.Allow}
+			} else {
+				answers[index] = codemode.Decision{Verdict: codemode.Deny, Reason: deniedReason(answer.Action)}
+			}
+		}
+		for _, index := range t.Calls {
+			if _, ok := answers[index]; !ok {
+				answers[index] = codemode.Decision{Verdict: codemode.Deny, Reason: "the user did not answer"}
+			}
+		}
+		res, parked, err = pe.Continue(ctx, t.Run, t.Step, answers)
+		if err != nil && res.Error == nil {
+			s.log.Warn("continuing a parked run failed", "run", t.Run, "step", t.Step, "error", err)
+			return codemode.Result{}, nil, errApprovalUsed
+		}
+	}
+	if err != nil || parked == nil {
+		return res, nil, err
+	}
+	tk := ticket{Run: parked.Run, Step: parked.Step, Session: s.binding(ss)}
+	for _, c := range parked.Calls {
+		tk.Calls = append(tk.Calls, c.Index)
+	}
+	sealed, err := s.sealTicket(tk)
+	if err != nil {
+		return codemode.Result{}, nil, err
+	}
+	requests := mcpsdk.InputRequestMap{}
+	for _, p := range parked.Calls {
+		requests[strconv.Itoa(p.Index)] = approvalRequest(p.Reason, p.Call)
+	}
+	return res, &mcpsdk.CallToolResult{InputRequests: requests, RequestState: sealed}, nil
+}
+
 // approvalRequest is the elicitation that asks the user about one call:
 // the question, the tool with its annotations, and the whole input as
 // canonical JSON (the policy denied calls whose input is too large to
@@ -219,6 +275,9 @@ type ticket struct {
 	Run     string `json:"run"`
 	Step    int    `json:"step"`
 	Session string `json:"session"`
+	// Calls are the indices of the calls asked about, for a run an
+	// executor parked: an answer the client leaves out is a no.
+	Calls []int `json:"calls,omitempty"`
 }
 
 const ticketMagic = "CMTICKT1"

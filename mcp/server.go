@@ -646,7 +646,18 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 	// one refuses new runs, so pick again.
 	for range 3 {
 		rt := s.Runtime()
-		if s.opts.Executor != nil {
+		if pe, ok := s.opts.Executor.(ParkingExecutor); ok && req.Session != nil && supportsRoundTrips(req.Session) {
+			var input *mcpsdk.CallToolResult
+			res, input, err = s.parkingRoundTrip(ctx, pe, rt, req, code)
+			if errors.Is(err, errApprovalState) || errors.Is(err, errApprovalUsed) {
+				return toolResult(codemode.Result{Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: err.Error()},
+					ToolCalls: []codemode.ToolCall{}}), nil
+			}
+			if input != nil {
+				s.log.Info("execute waits for the user's approval", "calls", len(input.InputRequests), "codeBytes", len(code))
+				return input, nil
+			}
+		} else if s.opts.Executor != nil {
 			res, err = s.opts.Executor.Execute(ctx, rt, code, s.elicitApproval)
 			if err != nil && res.Error == nil {
 				res = codemode.Result{Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: "the program's result is not known: " + err.Error()},
@@ -704,6 +715,29 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 type Executor interface {
 	Execute(ctx context.Context, rt *codemode.Runtime, code string,
 		approve func(ctx context.Context, c codemode.Call, question string) codemode.Decision) (codemode.Result, error)
+}
+
+// ParkingExecutor is an Executor whose runs can wait for answers between
+// requests, holding nothing: for a client with multi round-trip requests,
+// the server returns the questions as input requests and continues the
+// run when the client retries with the answers (Execute's approve is for
+// older clients, asked while the request waits).
+type ParkingExecutor interface {
+	Executor
+	// Start runs code until it ends, or parks with questions.
+	Start(ctx context.Context, rt *codemode.Runtime, code string) (codemode.Result, *Parked, error)
+	// Continue answers a parked run's questions (by call index) and runs
+	// it until it ends or parks again. Answers to a step that is not
+	// parked any more (answered already, or ended) fail.
+	Continue(ctx context.Context, run string, step int, answers map[int]codemode.Decision) (codemode.Result, *Parked, error)
+}
+
+// Parked is a run that waits for answers: the calls its policy asked
+// about, each with its question (Reason).
+type Parked struct {
+	Run   string                 `json:"run"`
+	Step  int                    `json:"step"`
+	Calls []codemode.PendingCall `json:"calls"`
 }
 
 // acquireRun takes a run slot, waiting under ctx when all are taken. It

@@ -1,0 +1,91 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/mcp"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// An MCP server whose programs run on a worker: calls the worker's policy
+// asks about are put to the client's user by elicitation, with the whole
+// input, and the run goes on with the answers; a denied tool never runs.
+func TestMCPServerOnTheCluster(t *testing.T) {
+	var ran sync.Map
+	tool := func(name string, a *codemode.Annotations) codemode.Tool {
+		return codemode.Tool{Annotations: a, Run: func(context.Context, json.RawMessage) (any, error) {
+			ran.Store(name, true)
+			return name + " done", nil
+		}}
+	}
+	tools := codemode.Tools{"files": codemode.Tools{
+		"read":   tool("read", &codemode.Annotations{ReadOnly: true}),
+		"write":  tool("write", nil),
+		"delete": tool("delete", &codemode.Annotations{Destructive: true}),
+	}}
+	policy := codemode.Rules{ReadOnly: codemode.Allow, Destructive: codemode.Deny, Default: codemode.Ask}.Policy()
+	n := openNode(t, Config{})
+	w, err := NewWorker(n, codemode.Options{Tools: tools, StateKey: testKey, Timeout: 30 * time.Second, Policy: policy}, WorkerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; w.Close() })
+
+	srv, err := mcp.NewServer(mcp.ServerOptions{Runtime: codemode.Options{Tools: tools, Policy: policy}, Executor: n, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	var asked []string
+	var mu sync.Mutex
+	st, ct := mcpsdk.NewInMemoryTransports()
+	ss, err := srv.MCP().Connect(context.Background(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, &mcpsdk.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcpsdk.ElicitRequest) (*mcpsdk.ElicitResult, error) {
+			mu.Lock()
+			asked = append(asked, req.Params.Message)
+			mu.Unlock()
+			if strings.Contains(req.Params.Message, "keep.txt") {
+				return &mcpsdk.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
+			}
+			return &mcpsdk.ElicitResult{Action: "decline"}, nil
+		},
+	}).Connect(context.Background(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close(); _ = ss.Wait() })
+	res, err := cs.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: mcp.ExecuteTool, Arguments: map[string]any{"code": `const out = []
+for (const [tool, name] of [["read", "a"], ["write", "keep.txt"], ["write", "drop.txt"], ["delete", "a"]]) {
+  try { out.push(await tools.files[tool]({ name })) } catch (e) { out.push(e.message) }
+}
+return out`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(res.StructuredContent.(map[string]any)["value"])
+	want := `["read done","write done","tools.files.write was denied: the user declined it","tools.files.delete was denied: files.delete is not allowed here"]`
+	if string(got) != want {
+		t.Fatalf("value %s\nwant  %s", got, want)
+	}
+	if len(asked) != 2 || !strings.Contains(asked[0], "allow files.write?") || !strings.Contains(asked[0], `{"name":"keep.txt"}`) {
+		t.Fatalf("elicitations: %q", asked)
+	}
+	if _, ok := ran.Load("delete"); ok {
+		t.Fatal("a denied tool ran")
+	}
+}
