@@ -77,7 +77,7 @@ func (n *Node) Answer(ctx context.Context, id string, step int, answers map[int]
 		return err
 	}
 	j := job{ID: id, Session: rec.Session, Tree: rec.Tree, Resume: true, Rev: rev}
-	if _, err := n.js.Publish(ctx, workSubject, mustJSON(j), jetstream.WithMsgID(id+"."+strconv.Itoa(step)+".resume")); err != nil {
+	if err := n.publish(ctx, jobMsg(j, id+"."+strconv.Itoa(step)+".resume")); err != nil {
 		// The answers are kept: the run resumes with the next job for it.
 		return fmt.Errorf("cluster: the answers are recorded, and queueing the run's resumption failed: %w", err)
 	}

@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	if url := os.Getenv(envWorkerURL); url != "" {
 		os.Exit(workerProcess(url))
 	}
+	if os.Getenv(envServerDir) != "" {
+		os.Exit(serverProcess())
+	}
 	os.Exit(m.Run())
 }
 

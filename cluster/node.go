@@ -1,12 +1,14 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -40,6 +42,19 @@ type Config struct {
 	// Name names this process in run records and logs; empty means
 	// host:pid.
 	Name string
+
+	// Token is the embedded server's client token, and the password of
+	// its routes; empty means the one kept in DataDir (made on first
+	// use). Embedded servers that cluster need the same token.
+	Token string
+	// ClusterName, ClusterListen and Routes cluster embedded servers:
+	// each listens for routes at ClusterListen (host:port) and dials the
+	// others' (Routes); with Replicas 3 every stream and bucket survives
+	// one server. Loopback only, like Listen: routes have a password and
+	// no TLS (span machines with a NATS cluster of your own).
+	ClusterName   string
+	ClusterListen string
+	Routes        []string
 
 	// Replicas is how many copies of each stream and bucket the servers
 	// keep: 1 on one server, 3 in a cluster. Zero means 1.
@@ -80,10 +95,10 @@ type Node struct {
 	tok  string
 	nc   *nats.Conn
 	js   jetstream.JetStream
-	runs jetstream.KeyValue
-	led  jetstream.KeyValue
-	stp  jetstream.KeyValue
-	vals jetstream.KeyValue
+	runs bkv
+	led  bkv
+	stp  bkv
+	vals bkv
 	work jetstream.Stream
 }
 
@@ -122,11 +137,23 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: connecting to NATS at %s: %w", n.url, err)
 	}
 	n.nc = nc
-	if err := n.setup(ctx); err != nil {
-		n.Close()
-		return nil, err
+	// A clustered JetStream answers only once its servers have elected a
+	// leader: a fresh cluster takes a few seconds.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := n.setup(ctx)
+		if err == nil {
+			return n, nil
+		}
+		if errors.Is(err, errTooOld) || time.Now().After(deadline) || ctx.Err() != nil {
+			n.Close()
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
-	return n, nil
 }
 
 // embed starts the embedded server.
@@ -134,30 +161,27 @@ func (n *Node) embed() error {
 	if n.cfg.DataDir == "" {
 		return errors.New("cluster: an embedded NATS server needs a data directory (Config.DataDir, --data)")
 	}
-	host, port := "127.0.0.1", -1
-	if n.cfg.Listen != "" {
-		h, p, err := net.SplitHostPort(n.cfg.Listen)
-		if err != nil {
-			return fmt.Errorf("cluster: listen address %q: %w", n.cfg.Listen, err)
-		}
-		ip := net.ParseIP(h)
-		if h != "localhost" && (ip == nil || !ip.IsLoopback()) {
-			return fmt.Errorf("cluster: an embedded server listens on loopback only, not %q: it has a token and no TLS; join a NATS cluster with TLS and accounts (--nats) to span machines", n.cfg.Listen)
-		}
-		host = h
-		if port, err = strconv.Atoi(p); err != nil {
-			return fmt.Errorf("cluster: listen port %q: %w", p, err)
-		}
+	host, port, err := loopback("listen", n.cfg.Listen, "127.0.0.1", -1)
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(n.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("cluster: data directory: %w", err)
 	}
-	tok, err := token(filepath.Join(n.cfg.DataDir, "token"))
+	tok := n.cfg.Token
+	if tok == "" {
+		if tok, err = token(filepath.Join(n.cfg.DataDir, "token")); err != nil {
+			return err
+		}
+	}
+	// A JetStream server's name is its identity among its peers: the
+	// same for the same data, whatever the process.
+	name, err := token(filepath.Join(n.cfg.DataDir, "name"))
 	if err != nil {
 		return err
 	}
-	srv, err := server.NewServer(&server.Options{
-		ServerName:         "codemode",
+	opts := &server.Options{
+		ServerName:         "codemode-" + name[:12],
 		Host:               host,
 		Port:               port,
 		Authorization:      tok,
@@ -166,7 +190,24 @@ func (n *Node) embed() error {
 		NoSigs:             true,
 		MaxPayload:         maxState,
 		JetStreamMaxMemory: 64 << 20,
-	})
+	}
+	if n.cfg.ClusterListen != "" {
+		chost, cport, err := loopback("cluster listen", n.cfg.ClusterListen, "", 0)
+		if err != nil {
+			return err
+		}
+		opts.Cluster = server.ClusterOpts{Name: cmp.Or(n.cfg.ClusterName, "codemode"), Host: chost, Port: cport,
+			Username: "codemode", Password: tok, ConnectRetries: 120}
+		for _, r := range n.cfg.Routes {
+			rhost, rport, err := loopback("route", r, "", 0)
+			if err != nil {
+				return err
+			}
+			opts.Routes = append(opts.Routes, &url.URL{Scheme: "nats-route", User: url.UserPassword("codemode", tok),
+				Host: net.JoinHostPort(rhost, strconv.Itoa(rport))})
+		}
+	}
+	srv, err := server.NewServer(opts)
 	if err != nil {
 		return fmt.Errorf("cluster: embedded NATS server: %w", err)
 	}
@@ -177,6 +218,26 @@ func (n *Node) embed() error {
 	}
 	n.srv, n.tok, n.url = srv, tok, srv.ClientURL()
 	return nil
+}
+
+// loopback splits a host:port an embedded server listens on or dials,
+// refusing any host but a loopback one; empty addr gives the defaults.
+func loopback(what, addr, host string, port int) (string, int, error) {
+	if addr == "" {
+		return host, port, nil
+	}
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("cluster: %s address %q: %w", what, addr, err)
+	}
+	ip := net.ParseIP(h)
+	if h != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return "", 0, fmt.Errorf("cluster: an embedded server's %s address must be loopback only, not %q: it has a token and no TLS; join a NATS cluster with TLS and accounts (--nats) to span machines", what, addr)
+	}
+	if port, err = strconv.Atoi(p); err != nil {
+		return "", 0, fmt.Errorf("cluster: %s port %q: %w", what, p, err)
+	}
+	return h, port, nil
 }
 
 // token reads the embedded server's token, or makes one.
@@ -199,6 +260,8 @@ func token(path string) (string, error) {
 
 // maxState is the largest message: a run record holds its state inline.
 const maxState = 8 << 20
+
+var errTooOld = errors.New("cluster: the NATS server is too old")
 
 // minServer is the oldest nats-server the cluster runs on: the work
 // queue's and KV's features it uses are all there by 2.10.
@@ -226,14 +289,14 @@ func tooOld(version string) bool {
 
 func (n *Node) setup(ctx context.Context) error {
 	if v := n.nc.ConnectedServerVersion(); tooOld(v) {
-		return fmt.Errorf("cluster: the NATS server at %s is version %s; the cluster needs %s or newer (JetStream work queues and KV)", n.url, v, minServer)
+		return fmt.Errorf("%w: the NATS server at %s is version %s; the cluster needs %s or newer (JetStream work queues and KV)", errTooOld, n.url, v, minServer)
 	}
 	js, err := jetstream.New(n.nc)
 	if err != nil {
 		return err
 	}
 	n.js = js
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := js.AccountInfo(ctx); err != nil {
 		return fmt.Errorf("cluster: the NATS server at %s has no JetStream for this account (enable it: nats-server -js): %w", n.url, err)
@@ -259,22 +322,25 @@ func (n *Node) setup(ctx context.Context) error {
 		return fmt.Errorf("cluster: stream %s: %w", dlqStream, err)
 	}
 	if _, err := n.work.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       consumer,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       n.cfg.AckWait,
-		MaxDeliver:    n.cfg.MaxDeliver,
+		Durable:   consumer,
+		AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait:   n.cfg.AckWait,
+		// One delivery more than MaxDeliver: the last goes to a worker
+		// that gives the job up rather than run it (Worker.deadLetter);
+		// a job the server stops handing out would stay in the queue.
+		MaxDeliver:    n.cfg.MaxDeliver + 1,
 		MaxAckPending: 10_000,
 	}); err != nil {
 		return fmt.Errorf("cluster: consumer %s: %w", consumer, err)
 	}
-	bucket := func(name string, ttl time.Duration) (jetstream.KeyValue, error) {
+	bucket := func(name string, ttl time.Duration) (bkv, error) {
 		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket: name, History: 1, TTL: ttl, Replicas: n.cfg.Replicas, MaxValueSize: maxState,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("cluster: bucket %s: %w", name, err)
+			return bkv{}, fmt.Errorf("cluster: bucket %s: %w", name, err)
 		}
-		return kv, nil
+		return bkv{kv}, nil
 	}
 	if n.runs, err = bucket(runsBucket, n.cfg.RecordTTL); err != nil {
 		return err

@@ -111,11 +111,20 @@ func (n *Node) submit(ctx context.Context, rt *codemode.Runtime, id, code string
 		return fmt.Errorf("cluster: recording the run: %w", err)
 	}
 	j.Rev = rev
-	if _, err := n.js.Publish(ctx, workSubject, mustJSON(j), jetstream.WithMsgID(j.ID)); err != nil {
+	if err := n.publish(ctx, jobMsg(j, j.ID)); err != nil {
 		_ = n.runs.Delete(context.WithoutCancel(ctx), runKey(j.ID), jetstream.LastRevision(rev))
 		return fmt.Errorf("cluster: submitting the run: %w", err)
 	}
 	return nil
+}
+
+// jobMsg is the message of a job, with the id the stream de-duplicates
+// it by.
+func jobMsg(j job, msgID string) *nats.Msg {
+	m := nats.NewMsg(workSubject)
+	m.Data = mustJSON(j)
+	m.Header.Set(jetstream.MsgIDHeader, msgID)
+	return m
 }
 
 // Wait returns the result of run id once a worker has finished it, or

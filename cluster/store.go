@@ -22,7 +22,7 @@ import (
 // exactly one.
 func (n *Node) Runs() store.Runs { return kvRuns{n.stp} }
 
-type kvRuns struct{ kv jetstream.KeyValue }
+type kvRuns struct{ kv bkv }
 
 func stepKey(id string) (string, error) {
 	if err := store.CheckID(id); err != nil {
@@ -106,7 +106,7 @@ func (n *Node) Values(maxKeys, maxBytes int) store.Values {
 }
 
 type kvValues struct {
-	kv                jetstream.KeyValue
+	kv                bkv
 	maxKeys, maxBytes int
 }
 

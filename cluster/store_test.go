@@ -16,12 +16,12 @@ import (
 func TestKVStores(t *testing.T) {
 	n := openNode(t, Config{})
 	var seq atomic.Int64
-	bucket := func(t *testing.T) jetstream.KeyValue {
+	bucket := func(t *testing.T) bkv {
 		kv, err := n.js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: fmt.Sprintf("T%d", seq.Add(1)), History: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return kv
+		return bkv{kv}
 	}
 	t.Run("runs", func(t *testing.T) {
 		storetest.Runs(t, func(t *testing.T) store.Runs { return kvRuns{bucket(t)} })
@@ -37,7 +37,7 @@ func TestKVStores(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				vs = append(vs, &kvValues{kv: kv, maxKeys: maxKeys, maxBytes: maxBytes})
+				vs = append(vs, &kvValues{kv: bkv{kv}, maxKeys: maxKeys, maxBytes: maxBytes})
 			}
 			return vs
 		})

@@ -122,14 +122,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cluster: the workers' consumer: %w", err)
 	}
-	// One worker (a queue group) moves each job given up after
-	// MaxDeliver to the dead-letter stream: a work queue keeps such a
-	// message, handed to no one, until it is removed.
-	adv, err := w.node.nc.QueueSubscribe(maxDeliveriesSubject, "cm-dlq", w.deadLetter)
-	if err != nil {
-		return fmt.Errorf("cluster: watching for jobs given up: %w", err)
-	}
-	defer func() { _ = adv.Unsubscribe() }()
 	slots := make(chan struct{}, w.max)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -186,11 +178,17 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		_ = msg.TermWithReason("malformed job")
 		return
 	}
+	meta, _ := msg.Metadata()
+	if meta != nil && meta.NumDelivered > uint64(w.node.cfg.MaxDeliver) {
+		// Every worker that took it stopped before it finished: give it
+		// up here, without running it, rather than end one more.
+		w.deadLetter(msg, j, meta.NumDelivered-1)
+		return
+	}
 	rt := w.rt.Load()
 	if j.Tree != rt.ToolTreeSum() {
 		// Another worker may have the tree; after the last delivery the
 		// run ends saying why.
-		meta, _ := msg.Metadata()
 		if meta == nil || meta.NumDelivered < uint64(w.node.cfg.MaxDeliver) {
 			_ = msg.NakWithDelay(time.Second)
 			return
@@ -367,40 +365,22 @@ func (w *Worker) answer(ctx context.Context, rt *codemode.Runtime, id string, s 
 	return out, nil
 }
 
-// maxDeliveriesSubject is the server's advisory for a job handed out
-// MaxDeliver times without an ack.
-const maxDeliveriesSubject = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + workStream + "." + consumer
-
-// deadLetter moves a job given up after MaxDeliver to CM_DLQ and ends its
-// run with a result saying so.
-func (w *Worker) deadLetter(m *nats.Msg) {
-	var adv struct {
-		Seq        uint64 `json:"stream_seq"`
-		Deliveries uint64 `json:"deliveries"`
-	}
-	if err := json.Unmarshal(m.Data, &adv); err != nil || adv.Seq == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// deadLetter moves a job given up after MaxDeliver attempts to CM_DLQ,
+// ends its run with a result saying so, and removes the job.
+func (w *Worker) deadLetter(msg jetstream.Msg, j job, attempts uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	raw, err := w.node.work.GetMsg(ctx, adv.Seq)
-	if err != nil {
-		return // moved already, by a worker that saw it first
-	}
 	dead := nats.NewMsg(dlqSubject)
-	dead.Data = raw.Data
-	dead.Header.Set("Codemode-Deliveries", fmt.Sprint(adv.Deliveries))
-	dead.Header.Set(nats.MsgIdHdr, fmt.Sprintf("dlq-%d", adv.Seq))
-	if _, err := w.node.js.PublishMsg(ctx, dead); err != nil {
-		w.log.Error("moving a job given up to the dead-letter stream failed", "seq", adv.Seq, "error", err)
-		return
+	dead.Data = msg.Data()
+	dead.Header.Set("Codemode-Attempts", fmt.Sprint(attempts))
+	dead.Header.Set(jetstream.MsgIDHeader, "dlq-"+j.ID)
+	if err := w.node.publish(ctx, dead); err != nil {
+		w.log.Error("moving a job given up to the dead-letter stream failed", "run", j.ID, "error", err)
+		return // delivered again later
 	}
-	_ = w.node.work.DeleteMsg(ctx, adv.Seq)
-	var j job
-	if json.Unmarshal(raw.Data, &j) == nil && store.CheckID(j.ID) == nil {
-		w.log.Error("a run was given up: every worker that took it stopped before finishing it", "run", j.ID, "deliveries", adv.Deliveries)
-		w.finishUnrun(j, fmt.Sprintf("the run was given up after %d attempts: each worker that took it stopped before it finished (a tool that ends the worker's process, say); its job is in the dead-letter stream %s", adv.Deliveries, dlqStream))
-	}
+	w.log.Error("a run was given up: every worker that took it stopped before finishing it", "run", j.ID, "attempts", attempts)
+	w.finishUnrun(j, fmt.Sprintf("the run was given up after %d attempts: each worker that took it stopped before it finished (a tool that ends the worker's process, say); its job is in the dead-letter stream %s", attempts, dlqStream))
+	_ = msg.Term()
 }
 
 // finishUnrun ends a run that could not run, with a result saying why.

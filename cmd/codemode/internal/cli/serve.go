@@ -72,6 +72,10 @@ type clusterFlags struct {
 	keyFile  string
 	runs     int
 	ackWait  duration
+
+	clusterListen string // serve: cluster the embedded server
+	routes        string
+	replicas      int
 }
 
 func (c *clusterFlags) register(fs *flag.FlagSet, serve bool) {
@@ -82,7 +86,10 @@ func (c *clusterFlags) register(fs *flag.FlagSet, serve bool) {
 	if serve {
 		fs.BoolVar(&c.worker, "worker", false, "run a worker in this process too (one machine needs nothing else)")
 		fs.StringVar(&c.listen, "nats-listen", "", "`host:port` of the embedded NATS server, loopback only (default 127.0.0.1 on a free port, written to DIR/url)")
+		fs.StringVar(&c.clusterListen, "nats-cluster-listen", "", "cluster the embedded server: listen for routes at `host:port` (loopback only; every server needs the same --nats-token-env)")
+		fs.StringVar(&c.routes, "nats-routes", "", "the other embedded servers' --nats-cluster-listen addresses, `host:port,...`")
 	}
+	fs.IntVar(&c.replicas, "replicas", 1, "copies of each stream and bucket the servers keep: 1 on one server, 3 in a cluster")
 	fs.StringVar(&c.data, "data", data, "`directory` of the embedded NATS server's data and token (serve starts it; worker joins it)")
 	fs.StringVar(&c.natsURL, "nats", "", "join the NATS server or cluster at `URL` instead of an embedded one")
 	fs.StringVar(&c.tokenEnv, "nats-token-env", "", "environment variable `NAME` holding the NATS token")
@@ -99,11 +106,26 @@ func (c *clusterFlags) register(fs *flag.FlagSet, serve bool) {
 // config is the cluster.Config the flags describe; asWorker joins the
 // embedded server of --data rather than starting one.
 func (c *clusterFlags) config(asWorker bool) (cluster.Config, error) {
-	cfg := cluster.Config{URL: c.natsURL, DataDir: c.data, Listen: c.listen, AckWait: time.Duration(c.ackWait)}
+	cfg := cluster.Config{URL: c.natsURL, DataDir: c.data, Listen: c.listen, AckWait: time.Duration(c.ackWait),
+		Replicas: c.replicas, ClusterListen: c.clusterListen}
+	if c.routes != "" {
+		cfg.Routes = strings.Split(c.routes, ",")
+	}
 	if c.runs < 1 {
 		return cfg, errors.New("--worker-runs must be at least 1")
 	}
+	if c.replicas < 1 || c.replicas > 5 {
+		return cfg, errors.New("--replicas must be 1 to 5")
+	}
+	if (c.clusterListen == "") != (c.routes == "") {
+		return cfg, errors.New("--nats-cluster-listen and --nats-routes go together")
+	}
 	if c.natsURL == "" {
+		if c.tokenEnv != "" {
+			if cfg.Token = os.Getenv(c.tokenEnv); cfg.Token == "" {
+				return cfg, fmt.Errorf("--nats-token-env: the environment variable %s is empty or unset", c.tokenEnv)
+			}
+		}
 		if c.data == "" {
 			return cfg, errors.New("no --data and no configuration directory to keep the embedded server's data in; give --data DIR or --nats URL")
 		}
@@ -113,11 +135,13 @@ func (c *clusterFlags) config(asWorker bool) (cluster.Config, error) {
 			if err != nil {
 				return cfg, fmt.Errorf("no cluster to join in --data %s (start codemode serve first, or give --nats URL): %v", c.data, err)
 			}
-			tok, err := os.ReadFile(filepath.Join(c.data, "token"))
-			if err != nil {
-				return cfg, fmt.Errorf("the embedded server's token in --data %s: %v", c.data, err)
+			tok := []byte(cfg.Token) // --nats-token-env, else the file
+			if len(tok) == 0 {
+				if tok, err = os.ReadFile(filepath.Join(c.data, "token")); err != nil {
+					return cfg, fmt.Errorf("the embedded server's token in --data %s: %v", c.data, err)
+				}
 			}
-			cfg.URL = strings.TrimSpace(string(url))
+			cfg.URL, cfg.Token = strings.TrimSpace(string(url)), ""
 			cfg.Options = append(cfg.Options, nats.Token(strings.TrimSpace(string(tok))))
 		}
 		return cfg, nil
