@@ -212,9 +212,9 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 	}
 	tel.configure(&runtimeOpts)
 	var exec mcp.Executor
-	var member *member
+	var node *member
 	if f.cluster != nil {
-		member, err = f.cluster.join(ctx, false, f.cluster.worker, withTools(runtimeOpts, src.tools()), logger)
+		node, err = f.cluster.join(ctx, false, f.cluster.worker, withTools(runtimeOpts, src.tools()), logger)
 		if err != nil {
 			src.close()
 			fmt.Fprintf(stderr, "codemode %s: %v\n", name, err)
@@ -223,10 +223,10 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 			}
 			return exitFailure
 		}
-		defer member.close() // after srv.Close: runs first
-		exec = member.node
+		defer node.close() // after srv.Close: runs first
+		exec = node.node
 		if f.sessionState {
-			runtimeOpts.Values = member.node.Values(0, 0)
+			runtimeOpts.Values = node.node.Values(0, 0)
 		}
 	}
 	srv, err := mcp.NewServer(mcp.ServerOptions{
@@ -262,7 +262,7 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 		go func() {
 			defer follow.Done()
 			for range ch {
-				member.setTools(src.tools(), logger)
+				node.setTools(src.tools(), logger)
 				if err := srv.SetTools(src.tools(), src.unavailable()...); err != nil && !errors.Is(err, mcp.ErrServerClosed) {
 					logger.Error("the new tool list was refused; keeping the old one", "error", err)
 				}
@@ -279,6 +279,7 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 	// Runs first (they may still call upstream tools), then the servers;
 	// closing them closes the change channel, which ends the follower.
 	_ = srv.Close()
+	node.close() // its worker may run other fronts' programs: before the tools go
 	src.close()
 	follow.Wait()
 	return code

@@ -175,6 +175,7 @@ type member struct {
 	worker *cluster.Worker
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
+	once   sync.Once
 }
 
 // join opens the node and starts a worker when asked. opts are the
@@ -241,12 +242,14 @@ func (m *member) close() {
 	if m == nil {
 		return
 	}
-	if m.stop != nil {
-		m.stop()
-		m.wg.Wait()
-		_ = m.worker.Close()
-	}
-	_ = m.node.Close()
+	m.once.Do(func() {
+		if m.stop != nil {
+			m.stop()
+			m.wg.Wait()
+			_ = m.worker.Close()
+		}
+		_ = m.node.Close()
+	})
 }
 
 // usageError marks an error in the flags.
