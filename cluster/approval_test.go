@@ -23,7 +23,7 @@ func askCharge(_ context.Context, c codemode.Call) codemode.Decision {
 
 func startAskingWorker(t *testing.T, n *Node, fx *effects) {
 	t.Helper()
-	w, err := NewWorker(n, codemode.Options{Tools: shopTools(fx, nil), StateKey: testKey, Timeout: 30 * time.Second, Policy: askCharge}, WorkerOptions{})
+	w, err := NewWorker(n, codemode.Options{CacheDir: engineCache, Tools: shopTools(fx, nil), StateKey: testKey, Timeout: 30 * time.Second, Policy: askCharge}, WorkerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,10 @@ import (
 )
 
 var testKey = []byte("0123456789abcdef0123456789abcdef")
+
+// engineCache is shared by the tests' Runtimes and worker processes, so
+// the engine compiles once.
+var engineCache = filepath.Join(os.TempDir(), "codemode-cluster-test-cache")
 
 // effects counts the calls each idempotency key made.
 type effects struct {
@@ -101,7 +106,7 @@ func openNode(t *testing.T, cfg Config) *Node {
 // startWorker runs a worker until the test ends.
 func startWorker(t *testing.T, n *Node, tools codemode.Tools) *Worker {
 	t.Helper()
-	w, err := NewWorker(n, codemode.Options{Tools: tools, StateKey: testKey, Timeout: 30 * time.Second}, WorkerOptions{Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+	w, err := NewWorker(n, codemode.Options{CacheDir: engineCache, Tools: tools, StateKey: testKey, Timeout: 30 * time.Second}, WorkerOptions{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +119,7 @@ func startWorker(t *testing.T, n *Node, tools codemode.Tools) *Worker {
 
 func front(t *testing.T, tools codemode.Tools) *codemode.Runtime {
 	t.Helper()
-	rt, err := codemode.New(codemode.Options{Tools: tools, StateKey: testKey})
+	rt, err := codemode.New(codemode.Options{CacheDir: engineCache, Tools: tools, StateKey: testKey})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,7 +84,7 @@ func workerProcess(url string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	w, err := NewWorker(n, codemode.Options{Tools: ledgerTools(os.Getenv(envEffects)), StateKey: testKey, Timeout: time.Minute},
+	w, err := NewWorker(n, codemode.Options{CacheDir: engineCache, Tools: ledgerTools(os.Getenv(envEffects)), StateKey: testKey, Timeout: time.Minute},
 		WorkerOptions{MaxRuns: 8})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -283,7 +283,7 @@ func TestKillWorkers(t *testing.T) {
 	}
 	t.Cleanup(p.stopAll)
 	rt := front(t, ledgerTools(p.effects))
-	const runs, calls, kills = 60, 8, 5
+	const runs, calls, kills = 40, 6, 5
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	program := fmt.Sprintf(`

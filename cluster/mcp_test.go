@@ -3,8 +3,6 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -33,7 +31,7 @@ func TestMCPServerOnTheCluster(t *testing.T) {
 	}}
 	policy := codemode.Rules{ReadOnly: codemode.Allow, Destructive: codemode.Deny, Default: codemode.Ask}.Policy()
 	n := openNode(t, Config{})
-	w, err := NewWorker(n, codemode.Options{Tools: tools, StateKey: testKey, Timeout: 30 * time.Second, Policy: policy}, WorkerOptions{})
+	w, err := NewWorker(n, codemode.Options{CacheDir: engineCache, Tools: tools, StateKey: testKey, Timeout: 30 * time.Second, Policy: policy}, WorkerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +40,7 @@ func TestMCPServerOnTheCluster(t *testing.T) {
 	go func() { defer close(done); _ = w.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; w.Close() })
 
-	srv, err := mcp.NewServer(mcp.ServerOptions{Runtime: codemode.Options{Tools: tools, Policy: policy}, Executor: n, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+	srv, err := mcp.NewServer(mcp.ServerOptions{Runtime: codemode.Options{CacheDir: engineCache, Tools: tools, Policy: policy}, Executor: n})
 	if err != nil {
 		t.Fatal(err)
 	}
