@@ -261,7 +261,7 @@ func TestMalformedAndDuplicateJobs(t *testing.T) {
 	_ = json.Unmarshal(res.Value, &key)
 	id, _, _ := strings.Cut(key, "/")
 	// The same job again, past the de-duplication window's id.
-	dup := mustJSON(job{ID: id, Code: `return (await tools.shop.charge({ order: "a" })).key`, Tree: rt.ToolTreeSum()})
+	dup := mustJSON(job{ID: id, Code: `return (await tools.shop.charge({ order: "a" })).key`, Tree: treeOf(rt)})
 	if _, err := n.js.Publish(ctx, workSubject, dup); err != nil {
 		t.Fatal(err)
 	}

@@ -11,18 +11,25 @@ import (
 	"time"
 
 	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/internal/enginebin"
 	"github.com/codemode-go/codemode/store"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
+
+// treeOf is what a run needs of the worker that runs it: the same tool
+// tree, and the same engine build (a state resumes on no other).
+func treeOf(rt *codemode.Runtime) string { return rt.ToolTreeSum() + "/" + enginebin.SHA256[:16] }
 
 // A job is what a front publishes to run a program.
 type job struct {
 	ID      string `json:"id"`
 	Code    string `json:"code"`
 	Session string `json:"session,omitempty"`
-	// Tree is the front's ToolTreeSum: a worker with another tool tree
-	// refuses the job by name instead of running it with other tools.
+	// Tree is the front's ToolTreeSum and engine build: a worker with
+	// another tool tree or engine hands the job back for one that has
+	// them (during an upgrade, old workers finish old runs), and after
+	// the last attempt the run fails saying why.
 	Tree string `json:"tree"`
 	// Rev is the revision of the record Submit made: a worker takes a
 	// new run with one compare-and-swap, without reading it first.
@@ -103,7 +110,7 @@ func (n *Node) Submit(ctx context.Context, rt *codemode.Runtime, code string) (s
 
 func (n *Node) submit(ctx context.Context, rt *codemode.Runtime, id, code string) error {
 	session, _ := codemode.SessionFrom(ctx)
-	j := job{ID: id, Code: code, Session: session, Tree: rt.ToolTreeSum()}
+	j := job{ID: id, Code: code, Session: session, Tree: treeOf(rt)}
 	// The record first, so that Wait on any front knows the run from the
 	// moment Submit returns.
 	rev, err := n.runs.Create(ctx, runKey(j.ID), mustJSON(record{Status: queued, Session: session, Since: time.Now().UTC(), Tree: j.Tree}))

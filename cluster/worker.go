@@ -186,14 +186,14 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		return
 	}
 	rt := w.rt.Load()
-	if j.Tree != rt.ToolTreeSum() {
+	if j.Tree != treeOf(rt) {
 		// Another worker may have the tree; after the last delivery the
 		// run ends saying why.
 		if meta == nil || meta.NumDelivered < uint64(w.node.cfg.MaxDeliver) {
 			_ = msg.NakWithDelay(time.Second)
 			return
 		}
-		w.finishUnrun(j, "no worker has the tool tree of the front that sent this program: start workers with the same tools (the same config, specs and flags) as the front")
+		w.finishUnrun(j, "no worker has the tool tree and engine build of the front that sent this program: start workers of the same codemode version with the same tools (the same config, specs and flags) as the front")
 		_ = msg.Term()
 		return
 	}
