@@ -65,6 +65,9 @@ type idempotencyKey struct{}
 // of tools annotated idempotent are ever repeated, and only when a worker
 // died not knowing whether the call happened.
 func IdempotencyKey(ctx context.Context) (string, bool) {
+	if key, ok := ctx.Value(remoteKey{}).(string); ok {
+		return key, true // a front running a worker's call (ServeTools)
+	}
 	run, ok := ctx.Value(idempotencyKey{}).(string)
 	if !ok {
 		return "", false
