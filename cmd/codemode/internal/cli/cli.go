@@ -159,7 +159,7 @@ func openSources(ctx context.Context, name string, sf *sourceFlags, stderr io.Wr
 		fmt.Fprintf(stderr, "codemode %s: %v\n", name, err)
 		return nil, exitUsage
 	}
-	src, err := sf.open(ctx, logger)
+	src, err := sf.open(ctx, logger, false)
 	if err != nil {
 		fmt.Fprintf(stderr, "codemode %s: %v\n", name, err)
 		return nil, exitFor(err)

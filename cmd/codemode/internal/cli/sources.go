@@ -106,8 +106,10 @@ type toolSource struct {
 
 // open loads every source, connecting the --config servers: all of them
 // or fail under --require-all, else the ones that start, the others being
-// logged and retried in the background. Close the result.
-func (s *sourceFlags) open(ctx context.Context, logger *slog.Logger) (*toolSource, error) {
+// logged and retried in the background. With background (and without
+// --require-all) it returns before the servers have answered, and they
+// arrive on changed. Close the result.
+func (s *sourceFlags) open(ctx context.Context, logger *slog.Logger, background bool) (*toolSource, error) {
 	cfg := &mcp.Config{}
 	if s.config != "" {
 		var err error
@@ -137,6 +139,7 @@ func (s *sourceFlags) open(ctx context.Context, logger *slog.Logger) (*toolSourc
 		ConnectTimeout: time.Duration(s.connectTimeout),
 		CallTimeout:    time.Duration(s.callTimeout),
 		Lenient:        !s.requireAll,
+		Background:     background && !s.requireAll,
 	})
 	if err != nil {
 		if errors.Is(err, mcp.ErrInvalidConfig) {
