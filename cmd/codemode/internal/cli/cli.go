@@ -146,7 +146,12 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer src.close()
 	if sfl.dir != "" {
-		return suspendRun(ctx, rf, sfl, src.tools(), string(program), stdout, stderr)
+		flags, err := givenFlags(fs)
+		if err != nil {
+			fmt.Fprintf(stderr, "codemode run: %v\n", err)
+			return exitUsage
+		}
+		return suspendRun(ctx, rf, sfl, flags, src.tools(), string(program), stdout, stderr)
 	}
 	return execute(ctx, rf, src.tools(), string(program), stdout, stderr)
 }
