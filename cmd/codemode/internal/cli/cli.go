@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -48,8 +47,10 @@ use), --openapi PATH[=namespace] (credentials from --bearer-env,
 --demo-tools, the same for every command. Flags may come before or after
 the arguments; run "codemode COMMAND -h" for a command's flags.
 The result is printed as JSON; the exit status is 0 when the program
-succeeded, 1 when it failed, 2 for usage errors, 3 when a run is
-suspended waiting for calls (run --suspend-dir, resume).
+succeeded, 1 when it failed or could not run (no engine, a tool source
+that cannot start), 2 for usage errors (bad commands, flags or
+arguments), 3 when a run is suspended waiting for calls (run
+--suspend-dir, resume).
 `
 
 // Run executes the command line and returns the exit status.
@@ -79,8 +80,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "codemode: unknown command %q\n\n%s", args[0], usage)
-	return exitUsage
+	return unknownCommand(stderr, "codemode", args[0], commands, "codemode help")
 }
 
 const runHelp = `Usage: codemode run [flags] FILE|-
@@ -120,13 +120,10 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return parseError(err)
 	}
 	if len(rest) != 1 {
-		fmt.Fprintln(stderr, "codemode run: want exactly one FILE (or - for standard input)")
-		fs.Usage()
-		return exitUsage
+		return usageFailed(stderr, "codemode run", "want exactly one FILE (or - for standard input), got %d", len(rest))
 	}
 	if err := rf.check(); err != nil {
-		fmt.Fprintf(stderr, "codemode run: %v\n", err)
-		return exitUsage
+		return usageFailed(stderr, "codemode run", "%v", err)
 	}
 	var program []byte
 	if name := rest[0]; name == "-" {
@@ -219,12 +216,10 @@ func discoveryCmd(name string, args []string, stdout, stderr io.Writer) int {
 		return parseError(err)
 	}
 	if name != "search" && len(rest) != 0 || len(rest) > 1 {
-		fmt.Fprintf(stderr, "codemode %s: unexpected arguments %q\n", name, rest)
-		return exitUsage
+		return usageFailed(stderr, "codemode "+name, "unexpected arguments %q", rest)
 	}
 	if name == "search" && (limit < 1 || limit > 100 || offset < 0) {
-		fmt.Fprintf(stderr, "codemode %s: --limit must be 1 to 100 and --offset at least 0\n", name)
-		return exitUsage
+		return usageFailed(stderr, "codemode "+name, "--limit must be 1 to 100 and --offset at least 0")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -260,20 +255,16 @@ func discoveryCmd(name string, args []string, stdout, stderr io.Writer) int {
 }
 
 func benchCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("codemode bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("bench", "Usage: codemode bench [flags]\n\nMeasures overhead, the tool-call bridge, compute (against node) and memory, and prints the table.\n", stderr)
 	quick := fs.Bool("quick", false, "fewer repetitions")
 	node := fs.String("node", "", `node binary for the comparison (default: node on PATH; "-" skips it)`)
 	cacheDir := fs.String("cache-dir", defaultCacheDir(), "compilation cache for the cold-start measurement")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return parseError(err)
 	}
-	if fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "codemode bench: takes no arguments")
-		return exitUsage
+	if len(rest) != 0 {
+		return usageFailed(stderr, "codemode bench", "takes no arguments")
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -317,12 +308,10 @@ func demoCmd(args []string, stdout, stderr io.Writer) int {
 		return parseError(err)
 	}
 	if len(rest) != 0 {
-		fmt.Fprintln(stderr, "codemode demo: takes no arguments")
-		return exitUsage
+		return usageFailed(stderr, "codemode demo", "takes no arguments")
 	}
 	if err := rf.check(); err != nil {
-		fmt.Fprintf(stderr, "codemode demo: %v\n", err)
-		return exitUsage
+		return usageFailed(stderr, "codemode demo", "%v", err)
 	}
 	// The demo tools are an OpenAPI document served on loopback: the
 	// program's calls are real HTTP requests, authorized on the host side.
@@ -369,7 +358,9 @@ func execute(ctx context.Context, rf runtimeFlags, tools codemode.Tools, code st
 }
 
 // newFailed reports an error from codemode.New (already prefixed
-// "codemode:"): bad options are a usage error, a missing engine a failure.
+// "codemode:"): bad options are a usage error (2), a missing engine a
+// failure (1): the command line was right, and what has to change is the
+// installation, which retyping the command will not fix.
 func newFailed(err error, stderr io.Writer) int {
 	fmt.Fprintln(stderr, err)
 	if errors.Is(err, codemode.ErrInvalidOptions) {

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,6 +134,40 @@ paths:
 	}
 	if code, _, _ := runCLI(t, "", "catalog", "--openapi", "/no/such/spec.yaml"); code != 2 {
 		t.Errorf("missing spec: exit %d", code)
+	}
+	// A call without the credential says which flag gives it.
+	code, out, errs = runCLI(t, `return await tools.widget.widgets.get({ id: "w1" }).catch((e) => e.message)`, "run", "--openapi", spec, "-")
+	if v := decode(t, out); code != 0 || !strings.Contains(fmt.Sprint(v["value"]), "start codemode with --apikey-env key=NAME, where NAME is an environment variable") {
+		t.Errorf("got exit %d, %s %s; want the message to name --apikey-env key=NAME", code, out, errs)
+	}
+}
+
+// TestUsageMessages: a usage error is one line with the nearest name,
+// and a pointer to the help, not the help itself.
+func TestUsageMessages(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rn"}, `codemode: unknown command "rn"; did you mean run?` + "\nRun \"codemode help\" for the commands.\n"},
+		{[]string{"run", "--timout", "5s", "-"}, "codemode run: unknown flag --timout; did you mean --timeout?\nRun \"codemode run -h\" for its usage and flags.\n"},
+		{[]string{"resume", "--suspend-dir", "x"}, "codemode resume: unknown flag --suspend-dir\nRun \"codemode resume -h\" for its usage and flags.\n"},
+		{[]string{"mcp", "--htp", "127.0.0.1:0"}, "codemode mcp: unknown flag --htp; did you mean --http?\n"},
+		{[]string{"run", "--timeout"}, "codemode run: --timeout needs a value\n"},
+		{[]string{"run", "--pretty=maybe", "-"}, `codemode run: --pretty maybe: want true or false, as in --pretty=false`},
+		{[]string{"run"}, "codemode run: want exactly one FILE (or - for standard input), got 0\nRun \"codemode run -h\""},
+		{[]string{"engine", "instal"}, `codemode engine: unknown command "instal"; did you mean install?`},
+		{[]string{"engine", "verify", "--cache"}, "codemode engine verify: unknown flag --cache; did you mean --cache-dir?"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, _, errs := runCLI(t, "", tc.args...)
+			if code != exitUsage || !strings.Contains(errs, tc.want) {
+				t.Errorf("got exit %d, stderr:\n%s\nwant exit %d and %q", code, errs, exitUsage, tc.want)
+			}
+			if n := strings.Count(errs, "\n"); n > 2 {
+				t.Errorf("got %d lines, want at most 2:\n%s", n, errs)
+			}
+		})
 	}
 }
 

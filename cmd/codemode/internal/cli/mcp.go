@@ -56,7 +56,8 @@ arrives, clients are sent tools/list_changed. --require-all waits for
 every server before serving, and makes any failure fatal instead.
 
 Exit status: 0 after a normal shutdown (end of input, SIGINT or SIGTERM),
-1 when the listener cannot start (or a server, under --require-all),
+1 when the listener or the engine cannot start (or a server, under
+--require-all),
 2 for usage errors (bad flags, a bad config file, or an address the
 flags do not allow).
 `
@@ -158,8 +159,7 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return parseError(err)
 	}
 	if len(rest) != 0 {
-		fmt.Fprintf(stderr, "codemode mcp: unexpected arguments %q\n", rest)
-		return exitUsage
+		return usageFailed(stderr, "codemode mcp", "unexpected arguments %q", rest)
 	}
 	logger, err := f.sources.logger(stderr, true)
 	if err != nil {
@@ -167,8 +167,7 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return exitUsage
 	}
 	if err := f.runtime.check(); err != nil {
-		fmt.Fprintf(stderr, "codemode mcp: %v\n", err)
-		return exitUsage
+		return usageFailed(stderr, "codemode mcp", "%v", err)
 	}
 	if f.maxRuns < 0 {
 		fmt.Fprintln(stderr, "codemode mcp: --max-runs must not be negative")
@@ -213,8 +212,8 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	if err != nil {
 		src.close()
-		fmt.Fprintf(stderr, "codemode mcp: %v\n", err)
-		return exitUsage
+		// Bad options are a usage error; a missing engine is not.
+		return newFailed(err, stderr)
 	}
 	if f.runtime.rules != nil {
 		for _, p := range f.runtime.rules.Unmatched(srv.Runtime()) {

@@ -73,7 +73,7 @@ func TestMCPUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--nope"}, "flag provided but not defined"},
+		{[]string{"--nope"}, "unknown flag --nope"},
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"--config", bad}, `server "x": has both a command and a url`},
 		{[]string{"--config", filepath.Join(dir, "missing.json")}, "no such file"},

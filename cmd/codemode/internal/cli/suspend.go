@@ -401,9 +401,7 @@ func resumeCmd(args []string, stdout, stderr io.Writer) int {
 		return parseError(err)
 	}
 	if len(rest) != 1 {
-		fmt.Fprintln(stderr, "codemode resume: want exactly one DIR")
-		fs.Usage()
-		return exitUsage
+		return usageFailed(stderr, "codemode resume", "want exactly one DIR, got %d", len(rest))
 	}
 	dir := rest[0]
 	if err := checkDir(dir); err != nil {
