@@ -595,6 +595,15 @@ var executeOutputSchema = json.RawMessage(`{
       },
       "required": ["kind", "message"]
     },
+    "suspended": {
+      "type": "object",
+      "description": "Set, instead of error, when the run has not ended: it waits for the calls listed.",
+      "properties": {
+        "reason": {"type": "string"},
+        "pending": {"type": "array", "items": {"type": "integer"}}
+      },
+      "required": ["reason", "pending"]
+    },
     "logs": {"type": "array", "items": {"type": "string"}, "description": "The console lines."},
     "truncated": {"type": "boolean", "description": "The output limit cut the value or the logs."},
     "toolCalls": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}, "outcome": {"type": "string", "enum": ["ok", "error", "invalid-output", "cancelled", "denied", "pending"]}, "durationMs": {"type": "integer"}}, "required": ["name"]}, "description": "The tool calls made, in order, with how each ended and how long it took."}

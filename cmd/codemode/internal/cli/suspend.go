@@ -195,15 +195,20 @@ func settle(dir, cmd string, res codemode.Result, s *codemode.Suspended, err err
 		fmt.Fprintf(stderr, "codemode %s: %v\n", cmd, err)
 		return exitFailure
 	}
+	reason := ""
+	if res.Suspended != nil {
+		reason = res.Suspended.Reason
+	}
 	out := struct {
 		Suspended  bool         `json:"suspended"`
+		Reason     string       `json:"reason,omitempty"`
 		RunID      string       `json:"runId"`
 		Step       int          `json:"step"`
 		Dir        string       `json:"dir"`
 		StateBytes int          `json:"stateBytes"`
 		Pending    []pendingOut `json:"pending"`
 		ToolCalls  any          `json:"toolCalls"`
-	}{true, s.RunID, s.Step, dir, len(s.State), []pendingOut{}, res.ToolCalls}
+	}{true, reason, s.RunID, s.Step, dir, len(s.State), []pendingOut{}, res.ToolCalls}
 	var ids []string
 	for _, p := range s.Pending {
 		out.Pending = append(out.Pending, pendingFile(p))
