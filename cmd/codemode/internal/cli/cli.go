@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/codemode-go/codemode"
 	"github.com/codemode-go/codemode/cmd/codemode/internal/bench"
@@ -292,9 +293,16 @@ func writeJSON(w io.Writer, v any, pretty bool) error {
 }
 
 const demoHelp = `Usage: codemode demo [flags]
+       codemode demo --serve ADDR --token-env NAME [--spec-out FILE]
 
 Runs the example program against the demo API, an OpenAPI document served
 on loopback HTTP, and prints the program and its Result.
+
+With --serve it only serves the demo API, at ADDR (a loopback address),
+until interrupted, accepting the bearer token held in the environment
+variable --token-env names; --spec-out writes its OpenAPI document, to
+give to codemode run, mcp and the others with --openapi FILE,
+--base-url http://ADDR and --bearer-env NAME.
 `
 
 func demoCmd(args []string, stdout, stderr io.Writer) int {
@@ -303,12 +311,18 @@ func demoCmd(args []string, stdout, stderr io.Writer) int {
 	rf.registerLimits(fs)
 	rf.registerRun(fs)
 	rf.registerEngine(fs)
+	serve := fs.String("serve", "", "only serve the demo API, at `ADDR` (host:port on loopback), until interrupted")
+	tokenEnv := fs.String("token-env", "", "with --serve: the environment variable `NAME` holding the bearer token the API accepts")
+	specOut := fs.String("spec-out", "", "with --serve: write the API's OpenAPI document to `FILE`")
 	rest, err := parseArgs(fs, args)
 	if err != nil {
 		return parseError(err)
 	}
 	if len(rest) != 0 {
 		return usageFailed(stderr, "codemode demo", "takes no arguments")
+	}
+	if *serve != "" || *tokenEnv != "" || *specOut != "" {
+		return demoServe(*serve, *tokenEnv, *specOut, stdout, stderr)
 	}
 	if err := rf.check(); err != nil {
 		return usageFailed(stderr, "codemode demo", "%v", err)
@@ -326,6 +340,38 @@ func demoCmd(args []string, stdout, stderr io.Writer) int {
 	ctx, stopSignal := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stopSignal()
 	return execute(ctx, rf, tools, demo.Program, stdout, stderr)
+}
+
+// demoServe is codemode demo --serve: the demo API alone, for the
+// other commands to call as an OpenAPI source.
+func demoServe(addr, tokenEnv, specOut string, stdout, stderr io.Writer) int {
+	if addr == "" || tokenEnv == "" {
+		return usageFailed(stderr, "codemode demo", "--serve ADDR and --token-env NAME go together")
+	}
+	if loopback, err := loopbackBind(addr); err != nil || !loopback {
+		return usageFailed(stderr, "codemode demo", "--serve %q: want a loopback host:port, such as 127.0.0.1:8080", addr)
+	}
+	token := os.Getenv(tokenEnv)
+	if token == "" {
+		return usageFailed(stderr, "codemode demo", "--token-env: the environment variable %s is empty or unset", tokenEnv)
+	}
+	if specOut != "" {
+		if err := os.WriteFile(specOut, demo.ShopSpec, 0o644); err != nil {
+			fmt.Fprintf(stderr, "codemode demo: %v\n", err)
+			return exitFailure
+		}
+	}
+	url, stop, err := demo.Serve(addr, token)
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode demo: %v\n", err)
+		return exitFailure
+	}
+	defer stop()
+	ctx, stopSignal := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignal()
+	fmt.Fprintf(stdout, "serving the demo shop API at %s until interrupted (bearer token from $%s)\n", url, tokenEnv)
+	<-ctx.Done()
+	return exitOK
 }
 
 // warnf prints a warning line to stderr.

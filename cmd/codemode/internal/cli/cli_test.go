@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -258,5 +260,92 @@ func TestBareDurationRefused(t *testing.T) {
 		if code != exitUsage || !strings.Contains(errs, `"5" has no unit: write 5s`) {
 			t.Errorf("%q: got exit %d, stderr %q; want %d suggesting 5s", args, code, errs, exitUsage)
 		}
+	}
+}
+
+// TestREADMEOpenAPIExample runs the README's OpenAPI example as written
+// there: the demo API served by one process, its document written out,
+// and a program run against it by another with the token named by
+// --bearer-env; without the token the call says which flag gives it.
+func TestREADMEOpenAPIExample(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "<!-- openapi-example -->\n```sh\n")
+	block, _, _ = strings.Cut(block, "```")
+	if !ok || block == "" {
+		t.Fatal("the README has no openapi-example block")
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("SHOP_TOKEN", "token-for-the-readme-test")
+	// The program comes from the heredoc; each codemode line runs as a
+	// process of its own, the one ending in & in the background.
+	var program strings.Builder
+	heredoc := false
+	var runs [][]string
+	for _, line := range strings.Split(block, "\n") {
+		switch {
+		case strings.HasPrefix(line, "cat > open-orders.js"):
+			heredoc = true
+		case heredoc && line == "JS":
+			heredoc = false
+			if err := os.WriteFile("open-orders.js", []byte(program.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		case heredoc:
+			program.WriteString(line + "\n")
+		case strings.HasPrefix(line, "codemode demo --serve"):
+			args := strings.Fields(strings.TrimSuffix(line, "&"))[1:]
+			serveInBackground(t, args...)
+		case strings.HasPrefix(line, "codemode run"):
+			line, _, _ = strings.Cut(line, "#")
+			runs = append(runs, append(strings.Fields(line)[1:], "--cache-dir", engineCache))
+		}
+	}
+	if len(runs) != 2 {
+		t.Fatalf("got %d codemode run lines, want 2:\n%s", len(runs), block)
+	}
+	code, out, errs := codemodeProcess(t, "", runs[0]...)
+	if code != exitOK || !strings.Contains(out, `"customer": "Ada Lovelace"`) {
+		t.Errorf("first run: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = codemodeProcess(t, "", runs[1]...)
+	if code != exitFailure || !strings.Contains(out, "start codemode with --bearer-env NAME") {
+		t.Errorf("second run: exit %d\n%s\n%s", code, out, errs)
+	}
+}
+
+// serveInBackground runs codemode with args in a process until the test
+// ends, once it says it is serving.
+func serveInBackground(t *testing.T, args ...string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	a, _ := json.Marshal(args)
+	cmd.Env = append(os.Environ(), cliEnv+"=1", cliArgsEnv+"="+string(a))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil && strings.Contains(stderr.String(), "address already in use") {
+		t.Skipf("the README's port is taken on this machine: %s", stderr.String())
+	}
+	if err != nil || !strings.Contains(line, "serving the demo shop API") {
+		t.Fatalf("codemode %q: got %q, %v\n%s", args, line, err, stderr.String())
 	}
 }

@@ -11,11 +11,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/codemode-go/codemode/mcp"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -786,5 +788,63 @@ func TestMCPSessionStateAndCells(t *testing.T) {
 	tools, err := cs.ListTools(context.Background(), nil)
 	if err != nil || len(tools.Tools) != 2 || tools.Tools[1].Name != "wait" && tools.Tools[0].Name != "wait" {
 		t.Fatalf("tools: %v %v", tools, err)
+	}
+}
+
+// readmeBlock is the code block of README.md after the marker comment.
+func readmeBlock(t *testing.T, marker string) string {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "<!-- "+marker+" -->\n```")
+	_, block, _ = strings.Cut(block, "\n")
+	block, _, _ = strings.Cut(block, "```")
+	if !ok || block == "" {
+		t.Fatalf("the README has no %s block", marker)
+	}
+	return block
+}
+
+// TestREADMEClientConfigs: the client configs in the README start
+// codemode mcp with flags it takes, and the servers.json beside them
+// resolves ${GITHUB_TOKEN} and ${userHome} from the environment the
+// client's env block gives codemode.
+func TestREADMEClientConfigs(t *testing.T) {
+	for _, marker := range []string{"claude-desktop-config", "cursor-config"} {
+		t.Run(marker, func(t *testing.T) {
+			cfg, err := mcp.ParseConfig([]byte(readmeBlock(t, marker)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := cfg.Servers["codemode"]
+			if len(sc.Args) == 0 || sc.Args[0] != "mcp" || sc.Env["PATH"] == "" {
+				t.Fatalf("got %+v, want codemode mcp with a PATH in its env", sc)
+			}
+			fs := newFlagSet("mcp", mcpUsage, io.Discard)
+			var f mcpFlags
+			f.register(fs)
+			if rest, err := parseArgs(fs, sc.Args[1:]); err != nil || len(rest) != 0 {
+				t.Errorf("codemode %q: got %v, %q; want flags codemode mcp takes", sc.Args, err, rest)
+			}
+			for _, name := range strings.Split(f.sources.bearerEnv, ",") {
+				if name != "" && sc.Env[name] == "" {
+					t.Errorf("--bearer-env %s is not in the env block", name)
+				}
+			}
+		})
+	}
+	t.Setenv("GITHUB_TOKEN", "ghp_from_the_env_block")
+	t.Setenv("HOME", "/home/someone")
+	cfg, err := mcp.ParseConfig([]byte(readmeBlock(t, "servers-json")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Servers["github"].Env["GITHUB_PERSONAL_ACCESS_TOKEN"]; got != "ghp_from_the_env_block" {
+		t.Errorf("got the github token %q, want it from GITHUB_TOKEN", got)
+	}
+	if args := cfg.Servers["notes"].Args; !slices.Contains(args, "/home/someone/notes") {
+		t.Errorf("got notes args %q, want ${userHome}/notes expanded", args)
 	}
 }
