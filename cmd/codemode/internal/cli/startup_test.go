@@ -273,7 +273,7 @@ func TestMCPAnswersWhileServersStart(t *testing.T) {
 	changed := make(chan struct{}, 8)
 	start := time.Now()
 	// The hanging server has ten minutes to start: longer than the test.
-	cs, stderr, _, _ := startStdioClient(t, context.Background(), &mcpsdk.ClientOptions{
+	cs, stderr, exit, _ := startStdioClient(t, context.Background(), &mcpsdk.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcpsdk.ToolListChangedRequest) { changed <- struct{}{} },
 	}, "--config", cfg, "--connect-timeout", "10m", "--timeout", "3s")
 	defer cs.Close()
@@ -350,5 +350,15 @@ func TestMCPAnswersWhileServersStart(t *testing.T) {
 	msg, _ := e["message"].(string)
 	if !isErr || e["kind"] != "UnknownTool" || !strings.Contains(msg, `the MCP server "hang" is still connecting`) {
 		t.Errorf("got %v, want an UnknownTool naming the hanging server and its state", v)
+	}
+	// Shutting down stops the server still connecting too.
+	_ = cs.Close()
+	select {
+	case code := <-exit:
+		if code != exitOK {
+			t.Errorf("got exit %d, want %d", code, exitOK)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the server did not stop at the end of its input")
 	}
 }
