@@ -24,7 +24,7 @@ type Unavailable struct {
 	Err error
 	// Connecting is set while the server's first connect is under way
 	// (ClientOptions.Background): it has not failed, it has not answered
-	// yet. Reason then says since when it has been trying.
+	// yet. Reason then says how long it has to connect.
 	Connecting bool
 }
 
