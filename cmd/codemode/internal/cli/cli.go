@@ -90,8 +90,8 @@ Runs FILE (or standard input for -), the body of an async function in
 JavaScript or TypeScript, against the tools of --config, --openapi and
 --demo-tools, and prints the Result as JSON. Flags may come before or
 after FILE. Exit status: 0 when the program succeeded, 1 when it failed
-(or a --config server could not start under --require-all), 2 for usage
-errors, 3 when it is suspended.
+or could not run (no engine, or a --config server that could not start
+under --require-all), 2 for usage errors, 3 when it is suspended.
 
 With --suspend-dir DIR no tool is called: when the program waits for
 calls, the run stops and DIR gets its state (authenticated with the key in
