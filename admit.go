@@ -228,7 +228,9 @@ func (ex *execution) decided(id int, a *admitted, d Decision) (sandbox.Work, err
 	switch {
 	case d.Verdict == Deny:
 		ex.deny(a.Index, len(a.Input))
-		return nil, deniedError(a.Path, d.Reason)
+		err := deniedError(a.Path, d.Reason)
+		ex.reportDenied(ex.ctx, a.Call, err.Message)
+		return nil, err
 	case d.Verdict == Hold:
 		d.Reason = "" // nobody is asked
 		fallthrough
@@ -252,7 +254,9 @@ func (ex *execution) decided(id int, a *admitted, d Decision) (sandbox.Work, err
 			// place in the concurrency queue once approved.
 			if ans := ex.rt.approve(ctx, a.Call, d.Reason); ans.Verdict != Allow {
 				ex.deny(a.Index, 0)
-				return nil, deniedError(a.Path, ans.Reason)
+				err := deniedError(a.Path, ans.Reason)
+				ex.reportDenied(ctx, a.Call, err.Message)
+				return nil, err
 			}
 			if !a.free {
 				slot = ex.limiter.enqueue()
@@ -276,8 +280,29 @@ func (ex *execution) deny(index, inputBytes int) {
 	ex.mu.Unlock()
 }
 
+// reportDenied tells the hooks about a denied call, as about any other
+// call that reached a verdict: its start and at once its end, with
+// OutcomeDenied and the message the program saw. Nothing is reported once
+// the run has ended.
+func (ex *execution) reportDenied(ctx context.Context, c Call, message string) {
+	if ex.rt.opts.OnToolCallStart == nil && ex.rt.opts.OnToolCallEnd == nil {
+		return
+	}
+	ex.mu.Lock()
+	if ex.over {
+		ex.mu.Unlock()
+		return
+	}
+	ex.ends.Add(1)
+	ex.mu.Unlock()
+	defer ex.ends.Done()
+	ctx = withCall(ctx, c)
+	ex.rt.hookStart(ctx, c)
+	ex.rt.hookEnd(ctx, CallEnd{Call: c, Outcome: OutcomeDenied, Message: message})
+}
+
 // deniedError is what the program sees of a denied call.
-func deniedError(path []string, reason string) error {
+func deniedError(path []string, reason string) *sandbox.CallError {
 	msg := jsPath(path) + " was denied"
 	if reason != "" {
 		msg += ": " + reason

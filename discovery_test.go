@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -102,8 +103,8 @@ func TestInstructionsGolden(t *testing.T) {
 // TestInstructionsInlineSignatures: the inline catalog shows each tool's
 // complete signature, with its JSDoc (field descriptions and
 // constraints), and charges all of it to the budget: the budget that
-// holds every full signature gives COMPLETE, one token less gives
-// PARTIAL.
+// holds every full signature lists all of them, one token less says how
+// many are listed.
 func TestInstructionsInlineSignatures(t *testing.T) {
 	rt := mustNew(t, Options{Tools: shopTools(t)})
 	all := 0
@@ -115,9 +116,9 @@ func TestInstructionsInlineSignatures(t *testing.T) {
 		budget int
 		want   []string
 	}{
-		{"default", 0, []string{"COMPLETE", "Amount to refund; the whole order when absent.", "@minimum 1", "/** Look up one order by id. */\ntools.orders.lookup(input: {"}},
-		{"exactly enough", all, []string{"COMPLETE"}},
-		{"one token short", all - 1, []string{"PARTIAL - 7 of 8 shown"}},
+		{"default", 0, []string{"All 8 tools are listed below.", "Amount to refund; the whole order when absent.", "@minimum 1", "/** Look up one order by id. */\ntools.orders.lookup(input: {"}},
+		{"exactly enough", all, []string{"All 8 tools are listed below."}},
+		{"one token short", all - 1, []string{"7 of 8 tools are listed below."}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ins := mustNew(t, Options{Tools: shopTools(t), CatalogBudget: tc.budget}).Instructions()
@@ -145,7 +146,7 @@ func TestCatalogBudgetNone(t *testing.T) {
 	}{
 		{"no signature", "tools.orders.refund(", false},
 		{"no code block", "```ts", false},
-		{"counts", "PARTIAL - 0 of 8 shown", true},
+		{"counts", "0 of 8 tools are listed below.", true},
 		{"search first", "search before you guess", true},
 		{"namespaces", "### orders (3 tools, none shown)", true},
 	} {
@@ -252,4 +253,33 @@ func itemPaths(res SearchResult) []string {
 		out = append(out, it.Path)
 	}
 	return out
+}
+
+// TestInstructionsNoBareLabels: outside code, every line of the
+// instructions is a heading, a list item or a sentence: a lone word such
+// as a status label reads to a model as noise or as a command.
+func TestInstructionsNoBareLabels(t *testing.T) {
+	for name, opts := range map[string]Options{
+		"complete": {Tools: shopTools(t)},
+		"partial":  {Tools: shopTools(t), CatalogBudget: 50},
+		"none":     {Tools: shopTools(t), CatalogBudget: -1},
+		"no tools": {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code := false
+			for _, line := range strings.Split(mustNew(t, opts).Instructions(), "\n") {
+				if strings.HasPrefix(line, "```") {
+					code = !code
+					continue
+				}
+				l := strings.TrimSpace(line)
+				if code || l == "" || strings.HasPrefix(l, "#") || strings.HasPrefix(l, "- ") || regexp.MustCompile(`^\d+\. `).MatchString(l) {
+					continue
+				}
+				if !strings.ContainsAny(l, " ") || !strings.ContainsAny(l[len(l)-1:], ".:!?)") {
+					t.Errorf("got a line that is not a sentence: %q", line)
+				}
+			}
+		})
+	}
 }

@@ -47,7 +47,9 @@ type Options struct {
 
 	// OnToolCallStart and OnToolCallEnd observe tool calls: a call starts
 	// once it has its concurrency slot (and, in a suspended run, when
-	// RunPending makes it). They run on
+	// RunPending makes it). A call the Policy or Approve denies is
+	// reported too, its start and at once its end, with OutcomeDenied and
+	// the message the program saw. They run on
 	// the calls' goroutines (so concurrently) and cannot fail the run: a
 	// panic in a hook is recovered and ignored. ctx is the call's: it
 	// carries the values of the context given to Execute (so a hook can

@@ -248,3 +248,62 @@ func TestHoldVerdict(t *testing.T) {
 		t.Fatal("rules can hold")
 	}
 }
+
+// TestDeniedCallsReachTheHooks: a call the policy denies, and one the
+// approver refuses, are reported to the hooks like any other call, start
+// and end in pairs, with OutcomeDenied and the message the program saw.
+func TestDeniedCallsReachTheHooks(t *testing.T) {
+	var mu sync.Mutex
+	var starts []string
+	ends := map[string]CallEnd{}
+	opts := Options{
+		Tools:  policyTools(&sync.Map{}),
+		Policy: readAllowDeleteDenyAsk.Policy(),
+		Approve: func(context.Context, Call, string) Decision {
+			return Decision{Verdict: Deny, Reason: "not today"}
+		},
+		OnToolCallStart: func(_ context.Context, c Call) {
+			mu.Lock()
+			defer mu.Unlock()
+			starts = append(starts, c.Name)
+		},
+		OnToolCallEnd: func(ctx context.Context, e CallEnd) {
+			mu.Lock()
+			defer mu.Unlock()
+			if c, ok := CallFrom(ctx); !ok || c.Index != e.Index {
+				t.Errorf("got a hook context without its call %d", e.Index)
+			}
+			ends[e.Name] = e
+		},
+	}
+	res, err := Execute(context.Background(), opts, `
+		const out = []
+		for (const f of [tools.files.read, tools.files.delete, tools.files.write])
+			out.push(await f({ path: "/a" }).then(() => "ok", (e) => e.message))
+		return out`)
+	if err != nil || !res.OK {
+		t.Fatalf("got %+v, %v", res, err)
+	}
+	var seen []string
+	_ = json.Unmarshal(res.Value, &seen)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(starts) != 3 || len(ends) != 3 {
+		t.Fatalf("got starts %q and ends %v, want all three calls reported", starts, ends)
+	}
+	for i, want := range []struct {
+		name    string
+		outcome Outcome
+	}{{"files.read", OutcomeOK}, {"files.delete", OutcomeDenied}, {"files.write", OutcomeDenied}} {
+		e := ends[want.name]
+		if e.Outcome != want.outcome || res.ToolCalls[i].Outcome != want.outcome {
+			t.Errorf("%s: got hook outcome %q and audit %q, want %q", want.name, e.Outcome, res.ToolCalls[i].Outcome, want.outcome)
+		}
+		if want.outcome == OutcomeDenied && e.Message != seen[i] {
+			t.Errorf("%s: got hook message %q, want the program's %q", want.name, e.Message, seen[i])
+		}
+	}
+	if !strings.Contains(ends["files.write"].Message, "not today") {
+		t.Errorf("got %q, want the approver's reason", ends["files.write"].Message)
+	}
+}

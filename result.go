@@ -9,13 +9,23 @@ import (
 //
 //	{"ok":true, "value":V, "logs":[...]?, "truncated":true?, "toolCalls":[...]}
 //	{"ok":false, "error":{"kind":K, "message":M, "location":{...}?, "suggestions":[...]?}, "logs":[...]?, "truncated":true?, "toolCalls":[...]}
+//	{"ok":false, "suspended":{"reason":R, "pending":[...]}, "toolCalls":[...]}
+//
+// The third is a run that has not ended (ExecuteSuspendable, Resume): it
+// is neither a success nor a failure, and waits for the calls its audit
+// lists as pending.
 type Result struct {
 	OK bool `json:"ok"`
 	// Value is the program's return value as JSON (null when it returned
 	// nothing). Set only when OK.
 	Value json.RawMessage `json:"value,omitempty"`
-	// Error says why the run failed. Set only when not OK.
+	// Error says why the run failed. Set only when not OK, and not
+	// Suspended.
 	Error *Diagnostic `json:"error,omitempty"`
+	// Suspended is set, instead of Error, when the run has not ended: it
+	// waits for tool calls (a suspendable run's Result that comes with a
+	// Suspended).
+	Suspended *Suspension `json:"suspended,omitempty"`
 	// Logs are the console lines, in order.
 	Logs []string `json:"logs,omitempty"`
 	// Truncated reports that MaxOutputBytes cut the value or the logs.
@@ -23,6 +33,17 @@ type Result struct {
 	// ToolCalls lists the admitted tool calls in admission order, whether
 	// they succeeded or failed. Never nil.
 	ToolCalls []ToolCall `json:"toolCalls"`
+}
+
+// Suspension says why a suspended run has not ended.
+type Suspension struct {
+	// Reason says what the run waits for, in a sentence: "waiting for 1
+	// tool call: shop.listOrders (call 0)", or the policy's question
+	// when it asked about one.
+	Reason string `json:"reason"`
+	// Pending are the audit indexes (ToolCall positions, PendingCall
+	// indexes) of the calls it waits for.
+	Pending []int `json:"pending"`
 }
 
 // ToolCall is one entry of the tool-call audit.

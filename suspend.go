@@ -412,7 +412,35 @@ func (rt *Runtime) step(ctx, runCtx context.Context, ex *execution, sr sandbox.R
 	for _, e := range h.Held {
 		audit[e.Index].Outcome = OutcomePending
 	}
-	return Result{ToolCalls: audit}, rt.suspended(&h, state), nil
+	return Result{ToolCalls: audit, Suspended: suspension(&h)}, rt.suspended(&h, state), nil
+}
+
+// suspension says what a suspended run waits for.
+func suspension(h *stateHeader) *Suspension {
+	s := &Suspension{Pending: []int{}}
+	var calls, asked []string
+	for _, e := range h.Held {
+		s.Pending = append(s.Pending, e.Index)
+		name := fmt.Sprintf("%s (call %d)", h.Calls[e.Index].Name, e.Index)
+		calls = append(calls, name)
+		if e.Reason != "" {
+			asked = append(asked, name+": "+e.Reason)
+		}
+	}
+	switch {
+	case len(asked) > 0:
+		s.Reason = "waiting for approval: " + strings.Join(asked, "; ")
+		if rest := len(calls) - len(asked); rest > 0 {
+			s.Reason += fmt.Sprintf("; and for %d other pending calls", rest)
+		}
+	case len(calls) == 1:
+		s.Reason = "waiting for 1 tool call: " + calls[0]
+	case len(calls) > 1:
+		s.Reason = fmt.Sprintf("waiting for %d tool calls: %s", len(calls), strings.Join(calls, ", "))
+	default:
+		s.Reason = fmt.Sprintf("waiting for a timer due in %s", h.NextTimer)
+	}
+	return s
 }
 
 // suspended describes a state from its header.

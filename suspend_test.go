@@ -647,3 +647,37 @@ func TestStateKeyRotation(t *testing.T) {
 		t.Fatalf("a short previous key: %v", err)
 	}
 }
+
+// TestSuspendedResultSaysSo: the Result of a suspended run is neither a
+// success nor a failure: it says the run is suspended and what it waits
+// for, with a policy's question when one asked, and the step that ends
+// the run carries no suspension.
+func TestSuspendedResultSaysSo(t *testing.T) {
+	ctx := context.Background()
+	opts := suspendOptions(nil)
+	opts.Policy = Rules{Default: Allow, Tools: map[string]Verdict{"orders.refund": Ask}}.Policy()
+	rt := mustNew(t, opts)
+	res, s, err := rt.ExecuteSuspendable(ctx, `const a = tools.orders.get({ id: 1 }); const b = tools.orders.refund({ id: 1 }); return [await a, await b]`)
+	if err != nil || s == nil {
+		t.Fatalf("got %v, %v; want a suspension", s, err)
+	}
+	b, _ := json.Marshal(res)
+	var got struct {
+		OK        bool            `json:"ok"`
+		Error     json.RawMessage `json:"error"`
+		Suspended *Suspension     `json:"suspended"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.OK || got.Error != nil || got.Suspended == nil {
+		t.Fatalf("got %s, want ok false, no error, and a suspension", b)
+	}
+	if !reflect.DeepEqual(got.Suspended.Pending, []int{1}) || !strings.HasPrefix(got.Suspended.Reason, "waiting for approval: orders.refund (call 1): ") {
+		t.Errorf("got suspension %+v, want call 1 waiting for approval with the policy's question", got.Suspended)
+	}
+	res, s, err = rt.Resume(ctx, s.State, rt.RunPending(ctx, s.Pending[0]))
+	if err != nil || s != nil || !res.OK || res.Suspended != nil {
+		t.Errorf("got %+v, %v, %v; want the run ended, without a suspension", res, s, err)
+	}
+}

@@ -115,14 +115,16 @@ func publicMessage(err error) string {
 }
 
 // NewTool makes a Tool from a typed function, inferring the input and
-// output schemas from In and Out (see jsonschema.For). The input is
-// decoded into In after validation.
+// output schemas from In and Out (see jsonschema.For), with one change:
+// a slice is an array, never null (its signature reads `string[]`, not
+// `null | string[]`), and the tool returns [] where its Out holds a nil
+// slice. The input is decoded into In after validation.
 func NewTool[In, Out any](description string, fn func(ctx context.Context, in In) (Out, error)) (Tool, error) {
-	in, err := jsonschema.For[In](nil)
+	in, err := goSchema[In]()
 	if err != nil {
 		return Tool{}, fmt.Errorf("codemode: input schema: %w", err)
 	}
-	out, err := jsonschema.For[Out](nil)
+	out, err := goSchema[Out]()
 	if err != nil {
 		return Tool{}, fmt.Errorf("codemode: output schema: %w", err)
 	}
@@ -135,7 +137,11 @@ func NewTool[In, Out any](description string, fn func(ctx context.Context, in In
 			if err := json.Unmarshal(raw, &v); err != nil {
 				return nil, ToolError("the input does not fit the tool's type: " + err.Error())
 			}
-			return fn(ctx, v)
+			o, err := fn(ctx, v)
+			if err != nil {
+				return nil, err
+			}
+			return emptyArrays(o, out), nil
 		},
 	}, nil
 }

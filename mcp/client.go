@@ -43,6 +43,17 @@ type ClientOptions struct {
 	// should not lose every server to one broken one sets it.
 	Lenient bool
 
+	// Background makes Connect return at once, before any server has
+	// answered, for a host that should serve its clients while slow
+	// servers start (npx downloads, a server that hangs until
+	// ConnectTimeout): every server connects in the background, is listed
+	// by [Upstreams.Unavailable] as connecting until it has connected or
+	// failed, and [Upstreams.Changed] signals each of those moments. A
+	// server that fails is retried as under Lenient, which Background
+	// implies. False (the default) means Connect returns once every server
+	// has connected or failed.
+	Background bool
+
 	// CallTimeout bounds one tool call: past it the call fails with a
 	// ToolFailure the program can catch, and the server is told to cancel.
 	// Zero means no bound other than the run's own deadline.
@@ -129,6 +140,9 @@ func Connect(ctx context.Context, cfg *Config, opts ClientOptions) (*Upstreams, 
 	if opts.MaxInlineBytes == 0 {
 		opts.MaxInlineBytes = DefaultMaxInlineBytes
 	}
+	if opts.Background {
+		opts.Lenient = true
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -160,6 +174,17 @@ func Connect(ctx context.Context, cfg *Config, opts ClientOptions) (*Upstreams, 
 		u.ups[name] = newUpstream(u, name, sc)
 	}
 	sort.Strings(u.names)
+	if opts.Background {
+		for _, name := range u.names {
+			up := u.ups[name]
+			up.mu.Lock()
+			up.dialing = make(chan struct{}) // calls and refreshes wait for this connect
+			up.firstTry = true
+			up.mu.Unlock()
+			u.goBackground(up.connectFirst)
+		}
+		return u, nil
+	}
 
 	// Servers start in parallel: npx-launched ones take seconds each.
 	errs := make([]error, len(u.names))
@@ -187,19 +212,9 @@ func Connect(ctx context.Context, cfg *Config, opts ClientOptions) (*Upstreams, 
 		return nil, fmt.Errorf("mcp: connecting: %w", errors.Join(failed...))
 	}
 	for i, err := range errs {
-		if err == nil {
-			continue
+		if err != nil {
+			u.ups[u.names[i]].startFailed(err)
 		}
-		up := u.ups[u.names[i]]
-		if up.cfg.problem != nil {
-			// The environment will not change while the process runs:
-			// there is nothing to retry.
-			up.log.Error("the server cannot start; serving the others", "error", err)
-			continue
-		}
-		up.log.Error("the server did not start; serving the others and retrying it in the background",
-			"error", err, "next_attempt_in", retryDelay(1, maxStartBackoff))
-		u.goBackground(up.retryStart)
 	}
 	return u, nil
 }

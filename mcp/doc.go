@@ -28,6 +28,9 @@
 // lists the others in [Upstreams.Unavailable] (which [Server.SetTools]
 // turns into a note in the execute description) and retries them in the
 // background, announcing each arrival on [Upstreams.Changed].
+// ClientOptions.Background goes further, for a host that must answer its
+// own clients at once: Connect returns before any server has answered,
+// and [Upstreams.Unavailable] lists the servers still connecting.
 //
 // [SessionTools] does the same for a session the host already holds (a
 // go-sdk ClientSession connected any way), without reconnecting:

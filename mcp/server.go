@@ -87,6 +87,15 @@ type ServerOptions struct {
 	// request waits. With an Executor, Cells are not offered.
 	Executor Executor
 
+	// ConnectingWait bounds how long a run whose program names a
+	// namespace that is still connecting (an [Unavailable] with
+	// Connecting, given to SetTools) waits for it before it starts; a
+	// call to it after that fails, naming the server and its state. Zero
+	// means DefaultConnectingWait or Runtime.Timeout, whichever is
+	// shorter (a run does not wait longer than it may run); negative
+	// means runs do not wait.
+	ConnectingWait time.Duration
+
 	// CellOptions bound the cells when Cells is set: per session, how many
 	// may wait to be collected, how long one nobody waits for lives, and
 	// how much it prints before wait answers. Zero values are codemode's
@@ -101,6 +110,7 @@ type ServerOptions struct {
 const (
 	DefaultMaxSessions        = 64
 	DefaultSessionIdleTimeout = 10 * time.Minute
+	DefaultConnectingWait     = 30 * time.Second
 )
 
 // Server serves the execute tool over MCP. Its tools can be replaced while
@@ -115,6 +125,8 @@ type Server struct {
 	mu      sync.Mutex
 	rt      *codemode.Runtime
 	desc    string
+	unavail []Unavailable // as SetTools last got them
+	set     chan struct{} // closed by the next SetTools
 	closed  bool
 	retired sync.WaitGroup // old runtimes draining their runs
 	// draining are the old runtimes still draining, for Close to stop.
@@ -460,6 +472,11 @@ func (s *Server) SetTools(tools codemode.Tools, unavailable ...Unavailable) erro
 	s.rt = rt
 	changed := desc != s.desc
 	s.desc = desc
+	s.unavail = append([]Unavailable(nil), unavailable...)
+	if s.set != nil {
+		close(s.set)
+	}
+	s.set = make(chan struct{})
 	if old != nil {
 		s.retired.Add(1)
 		if s.draining == nil {
@@ -501,20 +518,37 @@ func ExecuteDescription(rt *codemode.Runtime, unavailable ...Unavailable) string
 // unavailableText is the section of the execute description that names
 // the unavailable namespaces, or "" when there are none.
 func unavailableText(list []Unavailable) string {
-	if len(list) == 0 {
-		return ""
+	var connecting, failed []Unavailable
+	for _, u := range list {
+		if u.Connecting {
+			connecting = append(connecting, u)
+		} else {
+			failed = append(failed, u)
+		}
 	}
 	var b strings.Builder
-	b.WriteString("\n## Unavailable tools\n\n")
-	b.WriteString("These namespaces are configured, but their servers could not be reached, so their tools are not listed and calls to them fail. Do not call them; if the task needs one, say that it is unavailable and why. The server keeps trying, and this description changes when one arrives.\n\n")
+	if len(connecting) > 0 {
+		b.WriteString("\n## Tools still connecting\n\n")
+		b.WriteString("These namespaces' servers are still starting, so their tools are not listed yet. A program that calls one waits for it (a while) before it runs; this description changes when it arrives.\n\n")
+		writeUnavailable(&b, connecting)
+	}
+	if len(failed) > 0 {
+		b.WriteString("\n## Unavailable tools\n\n")
+		b.WriteString("These namespaces are configured, but their servers could not be reached, so their tools are not listed and calls to them fail. Do not call them; if the task needs one, say that it is unavailable and why. The server keeps trying, and this description changes when one arrives.\n\n")
+		writeUnavailable(&b, failed)
+	}
+	return b.String()
+}
+
+// writeUnavailable lists namespaces with their reasons.
+func writeUnavailable(b *strings.Builder, list []Unavailable) {
 	for _, u := range list {
 		reason := strings.Join(strings.Fields(u.Reason), " ")
 		if reason == "" {
 			reason = "unknown"
 		}
-		fmt.Fprintf(&b, "- `tools.%s`: %s\n", u.Namespace, reason)
+		fmt.Fprintf(b, "- `tools.%s`: %s\n", u.Namespace, reason)
 	}
-	return b.String()
 }
 
 // Close stops the runs in flight (as codemode's Runtime.Close does),
@@ -573,6 +607,15 @@ var executeOutputSchema = json.RawMessage(`{
         "suggestions": {"type": "array", "items": {"type": "string"}}
       },
       "required": ["kind", "message"]
+    },
+    "suspended": {
+      "type": "object",
+      "description": "Set, instead of error, when the run has not ended: it waits for the calls listed.",
+      "properties": {
+        "reason": {"type": "string"},
+        "pending": {"type": "array", "items": {"type": "integer"}}
+      },
+      "required": ["reason", "pending"]
     },
     "logs": {"type": "array", "items": {"type": "string"}, "description": "The console lines."},
     "truncated": {"type": "boolean", "description": "The output limit cut the value or the logs."},
@@ -640,6 +683,7 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 		}
 	}
 	start := time.Now()
+	s.awaitConnecting(ctx, code)
 	var res codemode.Result
 	var err error
 	// A run can race SetTools retiring the runtime it picked; the retired
@@ -703,6 +747,7 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 		attrs = append(attrs, "error", err)
 	}
 	s.log.Info("execute", attrs...)
+	s.explainUnknown(&res)
 	return toolResult(res), nil
 }
 

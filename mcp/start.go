@@ -19,28 +19,77 @@ type Unavailable struct {
 	// status 1 before completing the MCP handshake". It is redacted.
 	Reason string
 	// Err is the last attempt's full error, for a person: with a stdio
-	// server's last stderr lines. It is redacted.
+	// server's last stderr lines. It is redacted. It is nil while the
+	// server is Connecting.
 	Err error
+	// Connecting is set while the server's first connect is under way
+	// (ClientOptions.Background): it has not failed, it has not answered
+	// yet. Reason then says how long it has to connect.
+	Connecting bool
 }
 
 // Unavailable lists, sorted by name, the servers that have not connected
-// since Connect (with ClientOptions.Lenient, the ones that failed and are
-// being retried, and the ones whose config refers to a variable that is
-// not set). A server that connected once and later went away is not
-// listed: its tools stay, and a call reconnects it.
+// since Connect: with ClientOptions.Background, the ones still making
+// their first attempt (Connecting); with ClientOptions.Lenient, the ones
+// that failed and are being retried, and the ones whose config refers to
+// a variable that is not set. A server that connected once and later went
+// away is not listed: its tools stay, and a call reconnects it.
 func (u *Upstreams) Unavailable() []Unavailable {
 	var out []Unavailable
 	for _, name := range u.names {
 		up := u.ups[name]
 		up.mu.Lock()
-		arrived, err := up.arrived, up.lastErr
+		arrived, err, first := up.arrived, up.lastErr, up.firstTry
 		up.mu.Unlock()
-		if arrived || err == nil {
-			continue
+		switch {
+		case arrived:
+		case err != nil:
+			out = append(out, Unavailable{Namespace: name, Reason: up.brief(err), Err: err})
+		case first:
+			out = append(out, Unavailable{Namespace: name, Connecting: true,
+				Reason: fmt.Sprintf("still connecting (it has %s to start and list its tools)", u.opts.ConnectTimeout)})
 		}
-		out = append(out, Unavailable{Namespace: name, Reason: up.brief(err), Err: err})
 	}
 	return out
+}
+
+// connectFirst is a background Connect's first connect of a server (its
+// dialing channel already set, so that calls wait for it): Changed
+// signals its end, arrived or failed, since either changes what
+// Unavailable says.
+func (up *upstream) connectFirst() {
+	up.mu.Lock()
+	done := up.dialing
+	up.mu.Unlock()
+	err := up.connectNow(up.u.ctx)
+	up.mu.Lock()
+	up.firstTry = false
+	up.dialing = nil
+	up.mu.Unlock()
+	close(done)
+	if up.u.ctx.Err() != nil {
+		return // closing: not the server's failure
+	}
+	if err != nil {
+		up.startFailed(err)
+	} else {
+		up.log.Info("the server is available now")
+	}
+	up.u.signal()
+}
+
+// startFailed logs a failed first connect and, unless no retry can fix
+// it, retries in the background.
+func (up *upstream) startFailed(err error) {
+	if up.cfg.problem != nil {
+		// The environment will not change while the process runs:
+		// there is nothing to retry.
+		up.log.Error("the server cannot start; serving the others", "error", err)
+		return
+	}
+	up.log.Error("the server did not start; serving the others and retrying it in the background",
+		"error", err, "next_attempt_in", retryDelay(1, maxStartBackoff))
+	up.u.goBackground(up.retryStart)
 }
 
 // connectNow is Connect's first connect: no backoff, the caller's context.

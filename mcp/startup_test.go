@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -272,5 +273,58 @@ func TestEnvInherit(t *testing.T) {
 		if v, ok := env[name]; ok {
 			t.Errorf("got %s=%v, want it absent", name, v)
 		}
+	}
+}
+
+// TestConnectBackground: with Background, Connect returns before a
+// server that never answers has: it is listed as connecting, the good
+// one arrives with a change signal and serves, and Close stops the one
+// still connecting.
+func TestConnectBackground(t *testing.T) {
+	nodeBin := node(t)
+	cfg := &Config{Servers: map[string]UpstreamConfig{
+		"good": kitConfig(t, nil),
+		"hang": {Command: nodeBin, Args: []string{"-e", "setInterval(() => {}, 1000)"}},
+	}}
+	start := time.Now()
+	up, err := Connect(context.Background(), cfg, ClientOptions{Background: true, ConnectTimeout: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The promise is "at once", against a server given ten minutes; the
+	// bound is generous for a loaded machine.
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Connect took %s, want it to return before the servers answer", took)
+	}
+	connecting := func() []string {
+		var names []string
+		for _, u := range up.Unavailable() {
+			if u.Connecting && u.Err == nil && strings.Contains(u.Reason, "still connecting") {
+				names = append(names, u.Namespace)
+			}
+		}
+		return names
+	}
+	if got := connecting(); !slices.Contains(got, "hang") {
+		t.Errorf("got %q connecting, want hang among them", got)
+	}
+	for deadline := time.After(time.Minute); slices.Contains(connecting(), "good"); {
+		select {
+		case <-up.Changed():
+		case <-deadline:
+			t.Fatal("the good server did not arrive")
+		}
+	}
+	if got := connecting(); !slices.Equal(got, []string{"hang"}) {
+		t.Errorf("got %q connecting, want only hang", got)
+	}
+	res, _ := run(t, up.Tools(), codemode.Options{}, `return await tools.good.echo({ hi: 1 })`)
+	mustOK(t, res)
+	closed := make(chan struct{})
+	go func() { _ = up.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("Close did not stop the server still connecting")
 	}
 }

@@ -37,6 +37,7 @@ type upstream struct {
 	sig      string                // fingerprint of the listing behind tools
 	closed   bool
 	arrived  bool  // it has connected at least once
+	firstTry bool  // a background Connect's first attempt is under way
 	lastErr  error // why the last connect failed (redacted), until it arrives
 
 	refreshing, refreshAgain bool

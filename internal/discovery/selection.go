@@ -110,13 +110,17 @@ func Select(entries []Entry, budget int) Selection {
 // Complete reports whether every entry is shown.
 func (s Selection) Complete() bool { return s.Shown == s.Total }
 
-// Header is the first line of the instructions' tool list: COMPLETE, so
-// the model need not search, or PARTIAL with the counts, so it knows to.
+// Header is the first line of the instructions' tool list, a sentence
+// that says whether every tool is listed (the model need not search) or
+// how many are (it knows to).
 func (s Selection) Header() string {
-	if s.Complete() {
-		return "COMPLETE"
+	switch {
+	case s.Complete() && s.Total == 1:
+		return "The one tool is listed below."
+	case s.Complete():
+		return fmt.Sprintf("All %d tools are listed below.", s.Total)
 	}
-	return fmt.Sprintf("PARTIAL - %d of %d shown", s.Shown, s.Total)
+	return fmt.Sprintf("%d of %d tools are listed below.", s.Shown, s.Total)
 }
 
 // Label names a namespace with its counts: "alpha (2 tools, 1 shown)".

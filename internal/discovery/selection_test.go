@@ -19,12 +19,12 @@ func TestSelect(t *testing.T) {
 		header string
 		labels []string
 	}{
-		{"partial", 15, "PARTIAL - 2 of 3 shown", []string{"alpha (2 tools, 1 shown)", "beta (1 tool)"}},
-		{"one token", 1, "PARTIAL - 0 of 3 shown", []string{"alpha (2 tools, none shown)", "beta (1 tool, none shown)"}},
-		{"zero", 0, "PARTIAL - 0 of 3 shown", []string{"alpha (2 tools, none shown)", "beta (1 tool, none shown)"}},
-		{"negative", -1, "PARTIAL - 0 of 3 shown", []string{"alpha (2 tools, none shown)", "beta (1 tool, none shown)"}},
-		{"exactly enough", 30, "COMPLETE", []string{"alpha (2 tools)", "beta (1 tool)"}},
-		{"large", 10000, "COMPLETE", []string{"alpha (2 tools)", "beta (1 tool)"}},
+		{"partial", 15, "2 of 3 tools are listed below.", []string{"alpha (2 tools, 1 shown)", "beta (1 tool)"}},
+		{"one token", 1, "0 of 3 tools are listed below.", []string{"alpha (2 tools, none shown)", "beta (1 tool, none shown)"}},
+		{"zero", 0, "0 of 3 tools are listed below.", []string{"alpha (2 tools, none shown)", "beta (1 tool, none shown)"}},
+		{"negative", -1, "0 of 3 tools are listed below.", []string{"alpha (2 tools, none shown)", "beta (1 tool, none shown)"}},
+		{"exactly enough", 30, "All 3 tools are listed below.", []string{"alpha (2 tools)", "beta (1 tool)"}},
+		{"large", 10000, "All 3 tools are listed below.", []string{"alpha (2 tools)", "beta (1 tool)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sel := Select(entries, tc.budget)

@@ -5,12 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/codemode-go/codemode"
 	"github.com/codemode-go/codemode/cmd/codemode/internal/bench"
@@ -50,8 +50,10 @@ use), --openapi PATH[=namespace] (credentials from --bearer-env,
 --demo-tools, the same for every command. Flags may come before or after
 the arguments; run "codemode COMMAND -h" for a command's flags.
 The result is printed as JSON; the exit status is 0 when the program
-succeeded, 1 when it failed, 2 for usage errors, 3 when a run is
-suspended waiting for calls (run --suspend-dir, resume).
+succeeded, 1 when it failed or could not run (no engine, a tool source
+that cannot start), 2 for usage errors (bad commands, flags or
+arguments), 3 when a run is suspended waiting for calls (run
+--suspend-dir, resume).
 `
 
 // Run executes the command line and returns the exit status.
@@ -85,8 +87,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "codemode: unknown command %q\n\n%s", args[0], usage)
-	return exitUsage
+	return unknownCommand(stderr, "codemode", args[0], commands, "codemode help")
 }
 
 const runHelp = `Usage: codemode run [flags] FILE|-
@@ -95,8 +96,8 @@ Runs FILE (or standard input for -), the body of an async function in
 JavaScript or TypeScript, against the tools of --config, --openapi and
 --demo-tools, and prints the Result as JSON. Flags may come before or
 after FILE. Exit status: 0 when the program succeeded, 1 when it failed
-(or a --config server could not start under --require-all), 2 for usage
-errors, 3 when it is suspended.
+or could not run (no engine, or a --config server that could not start
+under --require-all), 2 for usage errors, 3 when it is suspended.
 
 With --suspend-dir DIR no tool is called: when the program waits for
 calls, the run stops and DIR gets its state (authenticated with the key in
@@ -126,13 +127,10 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return parseError(err)
 	}
 	if len(rest) != 1 {
-		fmt.Fprintln(stderr, "codemode run: want exactly one FILE (or - for standard input)")
-		fs.Usage()
-		return exitUsage
+		return usageFailed(stderr, "codemode run", "want exactly one FILE (or - for standard input), got %d", len(rest))
 	}
 	if err := rf.check(); err != nil {
-		fmt.Fprintf(stderr, "codemode run: %v\n", err)
-		return exitUsage
+		return usageFailed(stderr, "codemode run", "%v", err)
 	}
 	var program []byte
 	if name := rest[0]; name == "-" {
@@ -152,7 +150,12 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer src.close()
 	if sfl.dir != "" {
-		return suspendRun(ctx, rf, sfl, src.tools(), string(program), stdout, stderr)
+		flags, err := givenFlags(fs)
+		if err != nil {
+			fmt.Fprintf(stderr, "codemode run: %v\n", err)
+			return exitUsage
+		}
+		return suspendRun(ctx, rf, sfl, flags, src.tools(), string(program), stdout, stderr)
 	}
 	return execute(ctx, rf, src.tools(), string(program), stdout, stderr)
 }
@@ -165,7 +168,7 @@ func openSources(ctx context.Context, name string, sf *sourceFlags, stderr io.Wr
 		fmt.Fprintf(stderr, "codemode %s: %v\n", name, err)
 		return nil, exitUsage
 	}
-	src, err := sf.open(ctx, logger)
+	src, err := sf.open(ctx, logger, false)
 	if err != nil {
 		fmt.Fprintf(stderr, "codemode %s: %v\n", name, err)
 		return nil, exitFor(err)
@@ -220,12 +223,10 @@ func discoveryCmd(name string, args []string, stdout, stderr io.Writer) int {
 		return parseError(err)
 	}
 	if name != "search" && len(rest) != 0 || len(rest) > 1 {
-		fmt.Fprintf(stderr, "codemode %s: unexpected arguments %q\n", name, rest)
-		return exitUsage
+		return usageFailed(stderr, "codemode "+name, "unexpected arguments %q", rest)
 	}
 	if name == "search" && (limit < 1 || limit > 100 || offset < 0) {
-		fmt.Fprintf(stderr, "codemode %s: --limit must be 1 to 100 and --offset at least 0\n", name)
-		return exitUsage
+		return usageFailed(stderr, "codemode "+name, "--limit must be 1 to 100 and --offset at least 0")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -261,20 +262,16 @@ func discoveryCmd(name string, args []string, stdout, stderr io.Writer) int {
 }
 
 func benchCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("codemode bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("bench", "Usage: codemode bench [flags]\n\nMeasures overhead, the tool-call bridge, compute (against node) and memory, and prints the table.\n", stderr)
 	quick := fs.Bool("quick", false, "fewer repetitions")
 	node := fs.String("node", "", `node binary for the comparison (default: node on PATH; "-" skips it)`)
 	cacheDir := fs.String("cache-dir", defaultCacheDir(), "compilation cache for the cold-start measurement")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return parseError(err)
 	}
-	if fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "codemode bench: takes no arguments")
-		return exitUsage
+	if len(rest) != 0 {
+		return usageFailed(stderr, "codemode bench", "takes no arguments")
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -302,9 +299,16 @@ func writeJSON(w io.Writer, v any, pretty bool) error {
 }
 
 const demoHelp = `Usage: codemode demo [flags]
+       codemode demo --serve ADDR --token-env NAME [--spec-out FILE]
 
 Runs the example program against the demo API, an OpenAPI document served
 on loopback HTTP, and prints the program and its Result.
+
+With --serve it only serves the demo API, at ADDR (a loopback address),
+until interrupted, accepting the bearer token held in the environment
+variable --token-env names; --spec-out writes its OpenAPI document, to
+give to codemode run, mcp and the others with --openapi FILE,
+--base-url http://ADDR and --bearer-env NAME.
 `
 
 func demoCmd(args []string, stdout, stderr io.Writer) int {
@@ -313,17 +317,21 @@ func demoCmd(args []string, stdout, stderr io.Writer) int {
 	rf.registerLimits(fs)
 	rf.registerRun(fs)
 	rf.registerEngine(fs)
+	serve := fs.String("serve", "", "only serve the demo API, at `ADDR` (host:port on loopback), until interrupted")
+	tokenEnv := fs.String("token-env", "", "with --serve: the environment variable `NAME` holding the bearer token the API accepts")
+	specOut := fs.String("spec-out", "", "with --serve: write the API's OpenAPI document to `FILE`")
 	rest, err := parseArgs(fs, args)
 	if err != nil {
 		return parseError(err)
 	}
 	if len(rest) != 0 {
-		fmt.Fprintln(stderr, "codemode demo: takes no arguments")
-		return exitUsage
+		return usageFailed(stderr, "codemode demo", "takes no arguments")
+	}
+	if *serve != "" || *tokenEnv != "" || *specOut != "" {
+		return demoServe(*serve, *tokenEnv, *specOut, stdout, stderr)
 	}
 	if err := rf.check(); err != nil {
-		fmt.Fprintf(stderr, "codemode demo: %v\n", err)
-		return exitUsage
+		return usageFailed(stderr, "codemode demo", "%v", err)
 	}
 	// The demo tools are an OpenAPI document served on loopback: the
 	// program's calls are real HTTP requests, authorized on the host side.
@@ -338,6 +346,38 @@ func demoCmd(args []string, stdout, stderr io.Writer) int {
 	ctx, stopSignal := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stopSignal()
 	return execute(ctx, rf, tools, demo.Program, stdout, stderr)
+}
+
+// demoServe is codemode demo --serve: the demo API alone, for the
+// other commands to call as an OpenAPI source.
+func demoServe(addr, tokenEnv, specOut string, stdout, stderr io.Writer) int {
+	if addr == "" || tokenEnv == "" {
+		return usageFailed(stderr, "codemode demo", "--serve ADDR and --token-env NAME go together")
+	}
+	if loopback, err := loopbackBind(addr); err != nil || !loopback {
+		return usageFailed(stderr, "codemode demo", "--serve %q: want a loopback host:port, such as 127.0.0.1:8080", addr)
+	}
+	token := os.Getenv(tokenEnv)
+	if token == "" {
+		return usageFailed(stderr, "codemode demo", "--token-env: the environment variable %s is empty or unset", tokenEnv)
+	}
+	if specOut != "" {
+		if err := os.WriteFile(specOut, demo.ShopSpec, 0o644); err != nil {
+			fmt.Fprintf(stderr, "codemode demo: %v\n", err)
+			return exitFailure
+		}
+	}
+	url, stop, err := demo.Serve(addr, token)
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode demo: %v\n", err)
+		return exitFailure
+	}
+	defer stop()
+	ctx, stopSignal := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignal()
+	fmt.Fprintf(stdout, "serving the demo shop API at %s until interrupted (bearer token from $%s)\n", url, tokenEnv)
+	<-ctx.Done()
+	return exitOK
 }
 
 // warnf prints a warning line to stderr.
@@ -370,7 +410,9 @@ func execute(ctx context.Context, rf runtimeFlags, tools codemode.Tools, code st
 }
 
 // newFailed reports an error from codemode.New (already prefixed
-// "codemode:"): bad options are a usage error, a missing engine a failure.
+// "codemode:"): bad options are a usage error (2), a missing engine a
+// failure (1): the command line was right, and what has to change is the
+// installation, which retyping the command will not fix.
 func newFailed(err error, stderr io.Writer) int {
 	fmt.Fprintln(stderr, err)
 	if errors.Is(err, codemode.ErrInvalidOptions) {

@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -134,6 +137,40 @@ paths:
 	if code, _, _ := runCLI(t, "", "catalog", "--openapi", "/no/such/spec.yaml"); code != 2 {
 		t.Errorf("missing spec: exit %d", code)
 	}
+	// A call without the credential says which flag gives it.
+	code, out, errs = runCLI(t, `return await tools.widget.widgets.get({ id: "w1" }).catch((e) => e.message)`, "run", "--openapi", spec, "-")
+	if v := decode(t, out); code != 0 || !strings.Contains(fmt.Sprint(v["value"]), "start codemode with --apikey-env key=NAME, where NAME is an environment variable") {
+		t.Errorf("got exit %d, %s %s; want the message to name --apikey-env key=NAME", code, out, errs)
+	}
+}
+
+// TestUsageMessages: a usage error is one line with the nearest name,
+// and a pointer to the help, not the help itself.
+func TestUsageMessages(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rn"}, `codemode: unknown command "rn"; did you mean run?` + "\nRun \"codemode help\" for the commands.\n"},
+		{[]string{"run", "--timout", "5s", "-"}, "codemode run: unknown flag --timout; did you mean --timeout?\nRun \"codemode run -h\" for its usage and flags.\n"},
+		{[]string{"resume", "--suspend-dir", "x"}, "codemode resume: unknown flag --suspend-dir\nRun \"codemode resume -h\" for its usage and flags.\n"},
+		{[]string{"mcp", "--htp", "127.0.0.1:0"}, "codemode mcp: unknown flag --htp; did you mean --http?\n"},
+		{[]string{"run", "--timeout"}, "codemode run: --timeout needs a value\n"},
+		{[]string{"run", "--pretty=maybe", "-"}, `codemode run: --pretty maybe: want true or false, as in --pretty=false`},
+		{[]string{"run"}, "codemode run: want exactly one FILE (or - for standard input), got 0\nRun \"codemode run -h\""},
+		{[]string{"engine", "instal"}, `codemode engine: unknown command "instal"; did you mean install?`},
+		{[]string{"engine", "verify", "--cache"}, "codemode engine verify: unknown flag --cache; did you mean --cache-dir?"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, _, errs := runCLI(t, "", tc.args...)
+			if code != exitUsage || !strings.Contains(errs, tc.want) {
+				t.Errorf("got exit %d, stderr:\n%s\nwant exit %d and %q", code, errs, exitUsage, tc.want)
+			}
+			if n := strings.Count(errs, "\n"); n > 2 {
+				t.Errorf("got %d lines, want at most 2:\n%s", n, errs)
+			}
+		})
+	}
 }
 
 // TestToolsFromConfig: run, catalog, search and instructions load MCP
@@ -223,5 +260,92 @@ func TestBareDurationRefused(t *testing.T) {
 		if code != exitUsage || !strings.Contains(errs, `"5" has no unit: write 5s`) {
 			t.Errorf("%q: got exit %d, stderr %q; want %d suggesting 5s", args, code, errs, exitUsage)
 		}
+	}
+}
+
+// TestREADMEOpenAPIExample runs the README's OpenAPI example as written
+// there: the demo API served by one process, its document written out,
+// and a program run against it by another with the token named by
+// --bearer-env; without the token the call says which flag gives it.
+func TestREADMEOpenAPIExample(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "<!-- openapi-example -->\n```sh\n")
+	block, _, _ = strings.Cut(block, "```")
+	if !ok || block == "" {
+		t.Fatal("the README has no openapi-example block")
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("SHOP_TOKEN", "token-for-the-readme-test")
+	// The program comes from the heredoc; each codemode line runs as a
+	// process of its own, the one ending in & in the background.
+	var program strings.Builder
+	heredoc := false
+	var runs [][]string
+	for _, line := range strings.Split(block, "\n") {
+		switch {
+		case strings.HasPrefix(line, "cat > open-orders.js"):
+			heredoc = true
+		case heredoc && line == "JS":
+			heredoc = false
+			if err := os.WriteFile("open-orders.js", []byte(program.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		case heredoc:
+			program.WriteString(line + "\n")
+		case strings.HasPrefix(line, "codemode demo --serve"):
+			args := strings.Fields(strings.TrimSuffix(line, "&"))[1:]
+			serveInBackground(t, args...)
+		case strings.HasPrefix(line, "codemode run"):
+			line, _, _ = strings.Cut(line, "#")
+			runs = append(runs, append(strings.Fields(line)[1:], "--cache-dir", engineCache))
+		}
+	}
+	if len(runs) != 2 {
+		t.Fatalf("got %d codemode run lines, want 2:\n%s", len(runs), block)
+	}
+	code, out, errs := codemodeProcess(t, "", runs[0]...)
+	if code != exitOK || !strings.Contains(out, `"customer": "Ada Lovelace"`) {
+		t.Errorf("first run: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = codemodeProcess(t, "", runs[1]...)
+	if code != exitFailure || !strings.Contains(out, "start codemode with --bearer-env NAME") {
+		t.Errorf("second run: exit %d\n%s\n%s", code, out, errs)
+	}
+}
+
+// serveInBackground runs codemode with args in a process until the test
+// ends, once it says it is serving.
+func serveInBackground(t *testing.T, args ...string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	a, _ := json.Marshal(args)
+	cmd.Env = append(os.Environ(), cliEnv+"=1", cliArgsEnv+"="+string(a))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil && strings.Contains(stderr.String(), "address already in use") {
+		t.Skipf("the README's port is taken on this machine: %s", stderr.String())
+	}
+	if err != nil || !strings.Contains(line, "serving the demo shop API") {
+		t.Fatalf("codemode %q: got %q, %v\n%s", args, line, err, stderr.String())
 	}
 }

@@ -52,8 +52,7 @@ func engineCmd(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	case "install", "path", "verify":
 	default:
-		fmt.Fprintf(stderr, "codemode engine: unknown subcommand %q\n\n%s", name, engineUsage)
-		return exitUsage
+		return unknownCommand(stderr, "codemode engine", name, []string{"install", "path", "verify", "help"}, "codemode engine help")
 	}
 	fs := flag.NewFlagSet("codemode engine "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -62,19 +61,20 @@ func engineCmd(args []string, stdout, stderr io.Writer) int {
 	if name == "verify" {
 		fs.StringVar(&cacheDir, "cache-dir", defaultCacheDir(), "compiled engine cache to check")
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	rest, err := parseArgs(fs, args[1:])
+	if err != nil {
+		return parseError(err)
 	}
 	maxArgs := 0
 	if name == "install" {
 		maxArgs = 1
 	}
-	if fs.NArg() > maxArgs {
-		fmt.Fprintf(stderr, "codemode engine %s: unexpected arguments %q\n", name, fs.Args())
-		return exitUsage
+	if len(rest) > maxArgs {
+		return usageFailed(stderr, "codemode engine "+name, "unexpected arguments %q", rest)
+	}
+	arg := ""
+	if len(rest) == 1 {
+		arg = rest[0]
 	}
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "codemode engine %s: %v\n", name, err)
@@ -82,7 +82,7 @@ func engineCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	switch name {
 	case "install":
-		return engineInstall(fs.Arg(0), stdout, stderr, fail)
+		return engineInstall(arg, stdout, stderr, fail)
 	case "path":
 		return enginePath(stdout, fail)
 	}

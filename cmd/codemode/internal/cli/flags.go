@@ -117,8 +117,8 @@ func defaultCacheDir() string {
 	return ""
 }
 
-// newFlagSet makes a subcommand's flag set, whose help is the given text
-// followed by the flags it registered.
+// newFlagSet makes a subcommand's flag set, whose help (for -h) is the
+// given text followed by the flags it registered.
 func newFlagSet(name, help string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("codemode "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -134,11 +134,22 @@ func newFlagSet(name, help string, stderr io.Writer) *flag.FlagSet {
 // "codemode run prog.js --timeout 5s" works as well as flags first, and
 // returns the other arguments in order. After "--" everything is an
 // argument. A flag's own value is never taken for an argument, since the
-// flag package consumes it.
+// flag package consumes it. It prints the help for -h and a one-line
+// error for a bad flag; parseError gives the exit status.
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	out, help := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	defer func() { fs.SetOutput(out); fs.Usage = help }()
 	var rest []string
 	for {
 		if err := fs.Parse(args); err != nil {
+			fs.SetOutput(out)
+			if errors.Is(err, flag.ErrHelp) {
+				help()
+			} else {
+				flagFailed(out, fs, err)
+			}
 			return nil, err
 		}
 		left := fs.Args()

@@ -46,15 +46,19 @@ sessions are open at once (503 beyond), a session idle for
 --http-idle-timeout is closed, and at most --max-runs programs run at
 once over all sessions (more wait their turn).
 
-A --config server that cannot start (a wrong command, one that exits or
-hangs, a variable its entry needs that is not set) does not stop the
-others: it is logged at error level with the reason, the execute
-description tells the model it is unavailable, and it is retried in the
-background; when it starts, clients are sent tools/list_changed.
---require-all makes any such failure fatal instead.
+The server answers its clients at once, while the --config servers
+start: the execute description names the ones still connecting, and a
+program that calls one waits for it (at most 30s). A server that cannot
+start (a wrong command, one that exits or hangs, a variable its entry
+needs that is not set) does not stop the others: it is logged at error
+level with the reason, the execute description tells the model it is
+unavailable, and it is retried in the background. Whenever a server
+arrives, clients are sent tools/list_changed. --require-all waits for
+every server before serving, and makes any failure fatal instead.
 
 Exit status: 0 after a normal shutdown (end of input, SIGINT or SIGTERM),
-1 when the listener cannot start (or a server, under --require-all),
+1 when the listener or the engine cannot start (or a server, under
+--require-all),
 2 for usage errors (bad flags, a bad config file, or an address the
 flags do not allow).
 `
@@ -172,8 +176,7 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 		return parseError(err)
 	}
 	if len(rest) != 0 {
-		fmt.Fprintf(stderr, "codemode mcp: unexpected arguments %q\n", rest)
-		return exitUsage
+		return usageFailed(stderr, "codemode mcp", "unexpected arguments %q", rest)
 	}
 	logger, err := f.sources.logger(stderr, true)
 	if err != nil {
@@ -181,8 +184,7 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 		return exitUsage
 	}
 	if err := f.runtime.check(); err != nil {
-		fmt.Fprintf(stderr, "codemode mcp: %v\n", err)
-		return exitUsage
+		return usageFailed(stderr, "codemode mcp", "%v", err)
 	}
 	if f.maxRuns < 0 {
 		fmt.Fprintln(stderr, "codemode mcp: --max-runs must not be negative")
@@ -196,7 +198,9 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 	// The go-sdk's per-session records go to debug (see quietSDK).
 	logger = slog.New(quietSDK{logger.Handler()})
 
-	src, err := f.sources.open(ctx, logger)
+	// The servers connect in the background: the client gets its
+	// initialize answer now, and each server's tools when it arrives.
+	src, err := f.sources.open(ctx, logger, true)
 	if err != nil {
 		fmt.Fprintf(stderr, "codemode mcp: %v\n", err)
 		return exitFor(err)
@@ -244,8 +248,8 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 	}
 	if err != nil {
 		src.close()
-		fmt.Fprintf(stderr, "codemode mcp: %v\n", err)
-		return exitUsage
+		// Bad options are a usage error; a missing engine is not.
+		return newFailed(err, stderr)
 	}
 	if f.runtime.rules != nil {
 		for _, p := range f.runtime.rules.Unmatched(srv.Runtime()) {

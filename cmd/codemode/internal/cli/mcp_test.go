@@ -11,11 +11,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/codemode-go/codemode/mcp"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -73,7 +75,7 @@ func TestMCPUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--nope"}, "flag provided but not defined"},
+		{[]string{"--nope"}, "unknown flag --nope"},
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"--config", bad}, `server "x": has both a command and a url`},
 		{[]string{"--config", filepath.Join(dir, "missing.json")}, "no such file"},
@@ -323,25 +325,30 @@ func TestMCPUpstreamThroughCLI(t *testing.T) {
 // as it used to be.
 func TestMCPUpstreamFailure(t *testing.T) {
 	cfg := writeConfig(t, map[string]any{"mcpServers": map[string]any{"gone": map[string]any{"command": "/nonexistent/server"}}})
-	for _, tc := range []struct {
-		name string
-		args []string
-		exit int
-		want string
-	}{
-		{"lenient", nil, exitOK, `level=ERROR msg="the server did not start; serving the others and retrying it in the background" server=gone error="its command could not be started`},
-		{"require all", []string{"--require-all"}, exitFailure, `codemode mcp: mcp: connecting: server "gone": its command could not be started`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var out, errb bytes.Buffer
-			args := append([]string{"--config", cfg, "--cache-dir", engineCache}, tc.args...)
-			// An empty input ends the session at once: a normal shutdown.
-			code := runMCP(context.Background(), args, strings.NewReader(""), &out, &errb)
-			if code != tc.exit || !strings.Contains(errb.String(), tc.want) {
-				t.Errorf("got exit %d, stderr:\n%s\nwant exit %d and %q", code, errb.String(), tc.exit, tc.want)
+	t.Run("lenient", func(t *testing.T) {
+		// The server serves while it starts the upstream: a client stays
+		// until the failure is logged, then ends the session.
+		cs, stderr, exit, _ := startStdioClient(t, context.Background(), nil, "--config", cfg)
+		want := `level=ERROR msg="the server did not start; serving the others and retrying it in the background" server=gone error="its command could not be started`
+		for deadline := time.Now().Add(time.Minute); !strings.Contains(stderr.String(), want); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("got stderr:\n%s\nwant %q", stderr, want)
 			}
-		})
-	}
+		}
+		_ = cs.Close()
+		if code := <-exit; code != exitOK {
+			t.Errorf("got exit %d, want %d", code, exitOK)
+		}
+	})
+	t.Run("require all", func(t *testing.T) {
+		var out, errb bytes.Buffer
+		args := []string{"--config", cfg, "--cache-dir", engineCache, "--require-all"}
+		code := runMCP(context.Background(), args, strings.NewReader(""), &out, &errb)
+		want := `codemode mcp: mcp: connecting: server "gone": its command could not be started`
+		if code != exitFailure || !strings.Contains(errb.String(), want) {
+			t.Errorf("got exit %d, stderr:\n%s\nwant exit %d and %q", code, errb.String(), exitFailure, want)
+		}
+	})
 }
 
 var urlRe = regexp.MustCompile(`url=(http://\S+/mcp)`)
@@ -637,8 +644,11 @@ func TestMCPInspector(t *testing.T) {
 	if len(tools) != 1 || tools[0].(map[string]any)["name"] != "execute" {
 		t.Fatalf("tools/list = %v", list)
 	}
-	if d := tools[0].(map[string]any)["description"].(string); !strings.Contains(d, `tools.everything["get-sum"]`) && !strings.Contains(d, "get-sum") {
-		t.Errorf("the description does not list the upstream tools:\n%s", d)
+	// The server answers before its upstream has started: the list has
+	// its tools or says it is still connecting, and the call below waits
+	// for it.
+	if d := tools[0].(map[string]any)["description"].(string); !strings.Contains(d, "get-sum") && !strings.Contains(d, "- `tools.everything`: still connecting") {
+		t.Errorf("the description neither lists the upstream tools nor says it is connecting:\n%s", d)
 	}
 	call := inspect(t, []string{"--config", cfg}, "--method", "tools/call", "--tool-name", "execute",
 		"--tool-arg", `code=const r = await tools.everything["get-sum"]({ a: 20, b: 22 }); return r.split(" ").at(-1)`)
@@ -790,5 +800,63 @@ func TestMCPSessionStateAndCells(t *testing.T) {
 	tools, err := cs.ListTools(context.Background(), nil)
 	if err != nil || len(tools.Tools) != 2 || tools.Tools[1].Name != "wait" && tools.Tools[0].Name != "wait" {
 		t.Fatalf("tools: %v %v", tools, err)
+	}
+}
+
+// readmeBlock is the code block of README.md after the marker comment.
+func readmeBlock(t *testing.T, marker string) string {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "<!-- "+marker+" -->\n```")
+	_, block, _ = strings.Cut(block, "\n")
+	block, _, _ = strings.Cut(block, "```")
+	if !ok || block == "" {
+		t.Fatalf("the README has no %s block", marker)
+	}
+	return block
+}
+
+// TestREADMEClientConfigs: the client configs in the README start
+// codemode mcp with flags it takes, and the servers.json beside them
+// resolves ${GITHUB_TOKEN} and ${userHome} from the environment the
+// client's env block gives codemode.
+func TestREADMEClientConfigs(t *testing.T) {
+	for _, marker := range []string{"claude-desktop-config", "cursor-config"} {
+		t.Run(marker, func(t *testing.T) {
+			cfg, err := mcp.ParseConfig([]byte(readmeBlock(t, marker)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := cfg.Servers["codemode"]
+			if len(sc.Args) == 0 || sc.Args[0] != "mcp" || sc.Env["PATH"] == "" {
+				t.Fatalf("got %+v, want codemode mcp with a PATH in its env", sc)
+			}
+			fs := newFlagSet("mcp", mcpUsage, io.Discard)
+			var f mcpFlags
+			f.register(fs)
+			if rest, err := parseArgs(fs, sc.Args[1:]); err != nil || len(rest) != 0 {
+				t.Errorf("codemode %q: got %v, %q; want flags codemode mcp takes", sc.Args, err, rest)
+			}
+			for _, name := range strings.Split(f.sources.bearerEnv, ",") {
+				if name != "" && sc.Env[name] == "" {
+					t.Errorf("--bearer-env %s is not in the env block", name)
+				}
+			}
+		})
+	}
+	t.Setenv("GITHUB_TOKEN", "ghp_from_the_env_block")
+	t.Setenv("HOME", "/home/someone")
+	cfg, err := mcp.ParseConfig([]byte(readmeBlock(t, "servers-json")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Servers["github"].Env["GITHUB_PERSONAL_ACCESS_TOKEN"]; got != "ghp_from_the_env_block" {
+		t.Errorf("got the github token %q, want it from GITHUB_TOKEN", got)
+	}
+	if args := cfg.Servers["notes"].Args; !slices.Contains(args, "/home/someone/notes") {
+		t.Errorf("got notes args %q, want ${userHome}/notes expanded", args)
 	}
 }

@@ -299,7 +299,7 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer) int {
 		return exitUsage
 	}
 	logger = slog.New(quietSDK{logger.Handler()})
-	src, err := sf.open(ctx, logger)
+	src, err := sf.open(ctx, logger, false) // the whole tree before taking jobs
 	if err != nil {
 		fmt.Fprintf(stderr, "codemode worker: %v\n", err)
 		return exitFor(err)

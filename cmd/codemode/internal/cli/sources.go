@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/codemode-go/codemode"
@@ -106,8 +108,10 @@ type toolSource struct {
 
 // open loads every source, connecting the --config servers: all of them
 // or fail under --require-all, else the ones that start, the others being
-// logged and retried in the background. Close the result.
-func (s *sourceFlags) open(ctx context.Context, logger *slog.Logger) (*toolSource, error) {
+// logged and retried in the background. With background (and without
+// --require-all) it returns before the servers have answered, and they
+// arrive on changed. Close the result.
+func (s *sourceFlags) open(ctx context.Context, logger *slog.Logger, background bool) (*toolSource, error) {
 	cfg := &mcp.Config{}
 	if s.config != "" {
 		var err error
@@ -137,6 +141,7 @@ func (s *sourceFlags) open(ctx context.Context, logger *slog.Logger) (*toolSourc
 		ConnectTimeout: time.Duration(s.connectTimeout),
 		CallTimeout:    time.Duration(s.callTimeout),
 		Lenient:        !s.requireAll,
+		Background:     background && !s.requireAll,
 	})
 	if err != nil {
 		if errors.Is(err, mcp.ErrInvalidConfig) {
@@ -212,7 +217,7 @@ func (s *sourceFlags) fixedTools(logger *slog.Logger) (codemode.Tools, error) {
 		if err := codemode.CheckName(ns); err != nil || ns == codemode.BuiltinNamespace {
 			return nil, fmt.Errorf("--openapi %s: %q is not a usable namespace; give one with PATH=namespace", path, ns)
 		}
-		if tools, err = codemode.Merge(tools, codemode.Tools{ns: api.Tools}); err != nil {
+		if tools, err = codemode.Merge(tools, codemode.Tools{ns: withCredentialHint(api.Tools)}); err != nil {
 			return nil, fmt.Errorf("--openapi %s: %w; give another namespace with PATH=namespace", path, err)
 		}
 		for _, sk := range api.Skipped {
@@ -259,10 +264,7 @@ func (s *sourceFlags) credentials() (openapi.CredentialFunc, error) {
 			return nil, err
 		}
 	}
-	if bearer == "" && user == "" && len(keys) == 0 {
-		return nil, nil
-	}
-	return func(_ context.Context, req openapi.CredentialRequest) (openapi.Credential, error) {
+	return func(ctx context.Context, req openapi.CredentialRequest) (openapi.Credential, error) {
 		switch req.Type {
 		case "bearer":
 			if bearer != "" {
@@ -277,6 +279,76 @@ func (s *sourceFlags) credentials() (openapi.CredentialFunc, error) {
 				return openapi.Credential{Key: k}, nil
 			}
 		}
+		if m, ok := ctx.Value(missingKey{}).(*missing); ok {
+			m.add(req)
+		}
 		return openapi.Credential{}, openapi.ErrNoCredential
 	}, nil
+}
+
+// missingKey carries a call's *missing in its context.
+type missingKey struct{}
+
+// missing collects the security schemes a call found no credential for.
+type missing struct {
+	mu      sync.Mutex
+	schemes []openapi.CredentialRequest
+}
+
+func (m *missing) add(req openapi.CredentialRequest) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.schemes = append(m.schemes, req)
+}
+
+// withCredentialHint wraps the tools of an OpenAPI document so that a
+// call refused for want of credentials says which flag gives them: the
+// openapi package can only say that the host has to.
+func withCredentialHint(tools codemode.Tools) codemode.Tools {
+	out := make(codemode.Tools, len(tools))
+	for name, n := range tools {
+		switch n := n.(type) {
+		case codemode.Tools:
+			out[name] = withCredentialHint(n)
+		case codemode.Tool:
+			run := n.Run
+			n.Run = func(ctx context.Context, input json.RawMessage) (any, error) {
+				m := &missing{}
+				v, err := run(context.WithValue(ctx, missingKey{}, m), input)
+				if err != nil && len(m.schemes) > 0 && strings.Contains(err.Error(), "no credentials available") {
+					return v, codemode.ToolErrorCause(err.Error()+": "+credentialHint(m.schemes), err)
+				}
+				return v, err
+			}
+			out[name] = n
+		default:
+			out[name] = n
+		}
+	}
+	return out
+}
+
+// credentialHint names the flags that would give the missing schemes
+// their credentials.
+func credentialHint(reqs []openapi.CredentialRequest) string {
+	var flags []string
+	seen := map[string]bool{}
+	for _, r := range reqs {
+		var f string
+		switch r.Type {
+		case "bearer":
+			f = "--bearer-env NAME"
+		case "basic":
+			f = "--basic-env NAME (holding user:password)"
+		case "apiKey":
+			f = "--apikey-env " + r.Scheme + "=NAME"
+		default:
+			continue
+		}
+		if !seen[f] {
+			seen[f] = true
+			flags = append(flags, f)
+		}
+	}
+	return "start codemode with " + strings.Join(flags, " or ") + ", where NAME is an environment variable that holds the credential"
 }

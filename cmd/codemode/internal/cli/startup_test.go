@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,7 +58,16 @@ func TestMCPStartupFailures(t *testing.T) {
 		return list.Tools[0].Description
 	}
 
+	// Servers start in the background: wait until every one has connected
+	// or failed.
 	d := description()
+	for settle := time.After(2 * time.Minute); strings.Contains(d, "## Tools still connecting"); d = description() {
+		select {
+		case <-changed:
+		case <-settle:
+			t.Fatalf("got servers still connecting:\n%s", tail(d, 1500))
+		}
+	}
 	for _, want := range []string{
 		"## Unavailable tools",
 		"- `tools.gone`: its command could not be started",
@@ -144,9 +154,10 @@ func TestMCPRequireAllExits(t *testing.T) {
 	}
 }
 
-// TestMCPInspectorUnavailable: the official inspector's CLI lists execute
-// with the good server's tools while another cannot start, and sees that
-// one named as unavailable.
+// TestMCPInspectorUnavailable: the official inspector's CLI, which lists
+// once and calls once, sees a server that cannot start named as such (or
+// as connecting, when it asks that early), and its call of the good
+// server waits for that one to start.
 func TestMCPInspectorUnavailable(t *testing.T) {
 	nodeBin, root := nodeSetup(t)
 	cfg := writeConfig(t, map[string]any{"mcpServers": map[string]any{
@@ -159,9 +170,31 @@ func TestMCPInspectorUnavailable(t *testing.T) {
 		t.Fatalf("got tools/list %v, want execute", list)
 	}
 	d, _ := tools[0].(map[string]any)["description"].(string)
-	for _, want := range []string{"get-sum", "- `tools.gone`: its command could not be started"} {
-		if !strings.Contains(d, want) {
-			t.Errorf("got a description without %q:\n%s", want, tail(d, 1500))
+	if !strings.Contains(d, "- `tools.gone`: its command could not be started") && !strings.Contains(d, "- `tools.gone`: still connecting") {
+		t.Errorf("got a description without tools.gone unavailable or connecting:\n%s", tail(d, 1500))
+	}
+	call := inspect(t, []string{"--config", cfg}, "--method", "tools/call", "--tool-name", "execute",
+		"--tool-arg", `code=const r = await tools.everything["get-sum"]({ a: 20, b: 22 }); return r.split(" ").at(-1)`)
+	if sc, _ := call["structuredContent"].(map[string]any); call["isError"] == true || sc["value"] != "42." {
+		t.Errorf("tools/call = %v", call)
+	}
+}
+
+// settledDescription is the execute description once no server is still
+// connecting.
+func settledDescription(t *testing.T, cs *mcpsdk.ClientSession) string {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		list, err := cs.ListTools(context.Background(), nil)
+		if err != nil || len(list.Tools) != 1 {
+			t.Fatalf("got tools %v, %v; want execute", list, err)
+		}
+		d := list.Tools[0].Description
+		if !strings.Contains(d, "## Tools still connecting") {
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("got servers still connecting:\n%s", tail(d, 1500))
 		}
 	}
 }
@@ -198,12 +231,9 @@ func TestMCPStartupFailureURLRedacted(t *testing.T) {
 	}}})
 	cs, stderr, _, _ := startStdioClient(t, context.Background(), nil, "--config", cfg, "--connect-timeout", "5s")
 	defer cs.Close()
-	list, err := cs.ListTools(context.Background(), nil)
-	if err != nil || len(list.Tools) != 1 {
-		t.Fatalf("got tools %v, %v; want execute", list, err)
-	}
-	if !strings.Contains(list.Tools[0].Description, "- `tools.db`: its command exited with status 1") {
-		t.Errorf("got a description without tools.db unavailable:\n%s", tail(list.Tools[0].Description, 1500))
+	d := settledDescription(t, cs)
+	if !strings.Contains(d, "- `tools.db`: its command exited with status 1") {
+		t.Errorf("got a description without tools.db unavailable:\n%s", tail(d, 1500))
 	}
 	log := stderr.String()
 	line := logLine(log, "level=ERROR", "server=db")
@@ -212,11 +242,123 @@ func TestMCPStartupFailureURLRedacted(t *testing.T) {
 			t.Errorf("got error record %q, want it to contain %q", line, want)
 		}
 	}
-	for what, text := range map[string]string{"log": log, "description": list.Tools[0].Description} {
+	for what, text := range map[string]string{"log": log, "description": d} {
 		for _, p := range []string{argPass, envPass} {
 			if strings.Contains(text, p) {
 				t.Errorf("the %s holds %q:\n%s", what, p, text)
 			}
 		}
+	}
+}
+
+// TestMCPAnswersWhileServersStart: codemode mcp answers initialize at
+// once while one upstream never answers and another takes its time. The
+// execute description names both as still connecting; a program that
+// calls the slow one waits for it and gets its answer once it is up;
+// the client is sent tools/list_changed and the description lists the
+// slow server's tools; a call to the hanging one fails after the run's
+// time, naming the server and its state.
+func TestMCPAnswersWhileServersStart(t *testing.T) {
+	nodeBin, root := nodeSetup(t)
+	everything := filepath.Join(root, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	scripts, err := filepath.Abs("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "ready")
+	cfg := writeConfig(t, map[string]any{"mcpServers": map[string]any{
+		"hang": map[string]any{"command": nodeBin, "args": []string{filepath.Join(scripts, "hang.mjs")}},
+		"slow": map[string]any{"command": nodeBin, "args": []string{filepath.Join(scripts, "slow.mjs"), marker, everything}},
+	}})
+	changed := make(chan struct{}, 8)
+	start := time.Now()
+	// The hanging server has ten minutes to start: longer than the test.
+	cs, stderr, exit, _ := startStdioClient(t, context.Background(), &mcpsdk.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcpsdk.ToolListChangedRequest) { changed <- struct{}{} },
+	}, "--config", cfg, "--connect-timeout", "10m", "--timeout", "3s")
+	defer cs.Close()
+	// The promise: a client is not kept waiting by servers that are slow
+	// to start. Generous for a loaded machine; the servers' ten minutes
+	// are what it is measured against.
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("initialize took %s while an upstream hangs; want it answered at once", took)
+	}
+	description := func() string {
+		t.Helper()
+		list, err := cs.ListTools(context.Background(), nil)
+		if err != nil || len(list.Tools) != 1 {
+			t.Fatalf("got tools %v, %v; want execute", list, err)
+		}
+		return list.Tools[0].Description
+	}
+	d := description()
+	for _, want := range []string{"## Tools still connecting", "- `tools.hang`: still connecting", "- `tools.slow`: still connecting"} {
+		if !strings.Contains(d, want) {
+			t.Errorf("got a description without %q:\n%s", want, tail(d, 1500))
+		}
+	}
+
+	// A program calling the slow server waits for it.
+	type answer struct {
+		isErr bool
+		v     map[string]any
+	}
+	got := make(chan answer, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: "execute",
+			Arguments: map[string]any{"code": `return await tools.slow.echo({ message: "waited" })`}})
+		if err != nil {
+			got <- answer{true, map[string]any{"error": err.Error()}}
+			return
+		}
+		var v map[string]any
+		b, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(b, &v)
+		got <- answer{res.IsError, v}
+	}()
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(stderr.String(), "execute waits for servers still connecting"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run did not wait for the slow server\n%s", stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-got:
+		if a.isErr || a.v["value"] != "Echo: waited" {
+			t.Errorf("got %v, want the slow server's echo once it is up\n%s", a.v, stderr)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the call waiting for the slow server did not return\n%s", stderr)
+	}
+	select {
+	case <-changed:
+	case <-time.After(time.Minute):
+		t.Fatal("the client was not sent tools/list_changed when the slow server arrived")
+	}
+	d = description()
+	if strings.Contains(d, "`tools.slow`:") || !strings.Contains(d, "tools.slow.echo") || !strings.Contains(d, "- `tools.hang`: still connecting") {
+		t.Errorf("got a description that does not list the slow server's tools, with hang still connecting:\n%s", tail(d, 2500))
+	}
+
+	// The hanging server: the run waits as long as it may run, then the
+	// call fails with the server's state.
+	isErr, v := callExecute(t, cs, `return await tools.hang.anything({})`)
+	e, _ := v["error"].(map[string]any)
+	msg, _ := e["message"].(string)
+	if !isErr || e["kind"] != "UnknownTool" || !strings.Contains(msg, `the MCP server "hang" is still connecting`) {
+		t.Errorf("got %v, want an UnknownTool naming the hanging server and its state", v)
+	}
+	// Shutting down stops the server still connecting too.
+	_ = cs.Close()
+	select {
+	case code := <-exit:
+		if code != exitOK {
+			t.Errorf("got exit %d, want %d", code, exitOK)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the server did not stop at the end of its input")
 	}
 }

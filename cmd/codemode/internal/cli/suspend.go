@@ -88,7 +88,7 @@ func (s *suspendFlags) runs() (*store.DirRuns, error) {
 // suspendRun is codemode run --suspend-dir: the run's calls are not made;
 // when it waits for them, its state and the calls are written to the
 // directory.
-func suspendRun(ctx context.Context, rf runtimeFlags, sfl suspendFlags, tools codemode.Tools, code string, stdout, stderr io.Writer) int {
+func suspendRun(ctx context.Context, rf runtimeFlags, sfl suspendFlags, flags [][2]string, tools codemode.Tools, code string, stdout, stderr io.Writer) int {
 	if err := prepareDir(sfl.dir); err != nil {
 		fmt.Fprintf(stderr, "codemode run: --suspend-dir: %v\n", err)
 		return exitUsage
@@ -100,6 +100,10 @@ func suspendRun(ctx context.Context, rf runtimeFlags, sfl suspendFlags, tools co
 	}
 	runs, err := sfl.runs()
 	if err != nil {
+		fmt.Fprintf(stderr, "codemode run: %v\n", err)
+		return exitFailure
+	}
+	if err := saveFlags(sfl.dir, key, flags); err != nil {
 		fmt.Fprintf(stderr, "codemode run: %v\n", err)
 		return exitFailure
 	}
@@ -134,7 +138,7 @@ func prepareDir(dir string) error {
 // codemode reads and writes, a symbolic link or something other than
 // what belongs there: following one would read or delete files elsewhere.
 func checkDir(dir string) error {
-	want := map[string]bool{"": true, pendingDir: true, resultsDir: true, stateFile: false, resultFile: false}
+	want := map[string]bool{"": true, pendingDir: true, resultsDir: true, stateFile: false, resultFile: false, flagsFile: false}
 	for name, isDir := range want {
 		fi, err := os.Lstat(filepath.Join(dir, name))
 		switch {
@@ -191,15 +195,20 @@ func settle(dir, cmd string, res codemode.Result, s *codemode.Suspended, err err
 		fmt.Fprintf(stderr, "codemode %s: %v\n", cmd, err)
 		return exitFailure
 	}
+	reason := ""
+	if res.Suspended != nil {
+		reason = res.Suspended.Reason
+	}
 	out := struct {
 		Suspended  bool         `json:"suspended"`
+		Reason     string       `json:"reason,omitempty"`
 		RunID      string       `json:"runId"`
 		Step       int          `json:"step"`
 		Dir        string       `json:"dir"`
 		StateBytes int          `json:"stateBytes"`
 		Pending    []pendingOut `json:"pending"`
 		ToolCalls  any          `json:"toolCalls"`
-	}{true, s.RunID, s.Step, dir, len(s.State), []pendingOut{}, res.ToolCalls}
+	}{true, reason, s.RunID, s.Step, dir, len(s.State), []pendingOut{}, res.ToolCalls}
 	var ids []string
 	for _, p := range s.Pending {
 		out.Pending = append(out.Pending, pendingFile(p))
@@ -261,6 +270,7 @@ func writePending(dir string, pending []codemode.PendingCall) error {
 // clearRun removes a finished run's state, pending calls and answers.
 func clearRun(dir string) {
 	_ = os.Remove(filepath.Join(dir, stateFile))
+	_ = os.Remove(filepath.Join(dir, flagsFile))
 	_ = os.RemoveAll(filepath.Join(dir, pendingDir))
 	_ = os.RemoveAll(filepath.Join(dir, resultsDir))
 }
@@ -300,10 +310,12 @@ const resumeHelp = `Usage: codemode resume [flags] DIR
 
 Continues the run suspended in DIR (by codemode run --suspend-dir DIR) in
 this process: it answers pending calls, runs the program until it ends or
-waits again, and prints the Result (or the new pending calls). Give the
-tools the run had (--config, --openapi, --demo-tools): a run resumes only
-against the same tool tree. Give the --policy it had, too: it decides the
-calls the program makes from here on.
+waits again, and prints the Result (or the new pending calls). A run
+resumes only against the tools it had, and its --policy decides the calls
+the program makes from here on: DIR/flags.json records the flags run was
+given (--config, --openapi, --demo-tools, the credential variables'
+names, --policy, --state-key-file, ...; paths, never secrets) and resume
+uses them, so it needs none. A flag given here replaces the recorded one.
 
 A pending call is answered by --run (the tool is called now), --deny (the
 program gets a ToolError, "<tool> was denied: <--deny-message>", and the
@@ -394,8 +406,21 @@ func resumeCmd(args []string, stdout, stderr io.Writer) int {
 		return parseError(err)
 	}
 	if len(rest) != 1 {
-		fmt.Fprintln(stderr, "codemode resume: want exactly one DIR")
-		fs.Usage()
+		return usageFailed(stderr, "codemode resume", "want exactly one DIR, got %d", len(rest))
+	}
+	dir := rest[0]
+	if err := checkDir(dir); err != nil {
+		fmt.Fprintf(stderr, "codemode resume: %v\n", err)
+		return exitUsage
+	}
+	// The run's own flags, unless given again; checked with the key below,
+	// before anything they name is started.
+	saved, err := loadFlags(dir)
+	if err == nil {
+		err = applyFlags(fs, saved)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode resume: %v\n", err)
 		return exitUsage
 	}
 	if err := rf.check(); err != nil {
@@ -404,11 +429,6 @@ func resumeCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if run.overlaps(&deny) {
 		fmt.Fprintln(stderr, "codemode resume: --run and --deny name the same calls; a call is answered once")
-		return exitUsage
-	}
-	dir := rest[0]
-	if err := checkDir(dir); err != nil {
-		fmt.Fprintf(stderr, "codemode resume: %v\n", err)
 		return exitUsage
 	}
 	state, err := os.ReadFile(filepath.Join(dir, stateFile))
@@ -423,6 +443,20 @@ func resumeCmd(args []string, stdout, stderr io.Writer) int {
 	key, err := sfl.key()
 	if err != nil {
 		fmt.Fprintf(stderr, "codemode resume: state key: %v\n", err)
+		return exitFailure
+	}
+	if err := checkFlags(dir, key, saved); err != nil {
+		fmt.Fprintf(stderr, "codemode resume: %v\n", err)
+		return exitFailure
+	}
+	// What this resume used, for the next: the recorded flags and the
+	// ones given now in their place.
+	flags, err := givenFlags(fs)
+	if err == nil {
+		err = saveFlags(dir, key, flags)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode resume: %v\n", err)
 		return exitFailure
 	}
 	runs, err := sfl.runs()
@@ -584,7 +618,7 @@ func stateHint(err error) string {
 	case errors.Is(err, codemode.ErrStateInvalid):
 		return err.Error() + " (was it made with another --state-key-file, or changed?)"
 	case errors.Is(err, codemode.ErrStateTools):
-		return err.Error() + " (give the --config, --openapi and --demo-tools the run had)"
+		return err.Error() + " (give the --config, --openapi and --demo-tools the run had; " + flagsFile + " in the directory records the ones it was started with)"
 	case errors.Is(err, codemode.ErrStateEngine):
 		return err.Error() + " (resume it with the codemode build that suspended it)"
 	}

@@ -187,7 +187,7 @@ func TestApprovalAcrossProcesses(t *testing.T) {
 			t.Fatalf("resume %v: exit %d, want %d with %q\n%s", bad.args, code, bad.exit, bad.want, errs)
 		}
 	}
-	code, _, errs = codemodeProcess(t, "", "resume", "--cache-dir", cache, "--state-key-file", key, "--run", "1", dir)
+	code, _, errs = codemodeProcess(t, "", "resume", "--demo-tools=false", "--cache-dir", cache, "--state-key-file", key, "--run", "1", dir)
 	if code != exitFailure || !strings.Contains(errs, "another tool tree") {
 		t.Fatalf("resume without the run's tools: exit %d\n%s", code, errs)
 	}
@@ -457,5 +457,87 @@ func TestSuspendDirStepsRunOnce(t *testing.T) {
 	}
 	if !strings.Contains(out, `"outcome":"cancelled"`) {
 		t.Fatalf("a call not made is not reported as such:\n%s", out)
+	}
+}
+
+// nextStep finds the first "codemode resume ..." command the output
+// suggests, as its arguments.
+func nextStep(t *testing.T, out string) []string {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		if i := strings.Index(line, "codemode resume "); i >= 0 {
+			cmd, _, _ := strings.Cut(line[i:], "  ")
+			return strings.Fields(cmd)[1:]
+		}
+	}
+	t.Fatalf("no codemode resume command in:\n%s", out)
+	return nil
+}
+
+// TestPastedNextStep: the command a suspended run prints is the one to
+// paste. The suspend directory remembers the run's tool sources (an
+// OpenAPI document with its credential variable, the demo tools), its
+// policy and its state key, so each printed resume works as printed
+// until the run ends; credentials
+// are recorded by name only. A flag given to resume replaces the
+// recorded one, and a changed record is refused.
+func TestPastedNextStep(t *testing.T) {
+	cache := t.TempDir()
+	key := filepath.Join(t.TempDir(), "key")
+	work := t.TempDir()
+	spec, err := filepath.Abs(filepath.Join("..", "demo", "shop.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "shop.yaml"), read(t, spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(work)
+	t.Setenv("SHOP_TEST_TOKEN", "tok-secret-0123456789")
+	dir := "refunds" // relative, as a person types it
+	code, out, errs := codemodeProcess(t, refundProgram, "run", "--demo-tools", "--cache-dir", cache, "--state-key-file", key,
+		"--openapi", "shop.yaml=api", "--bearer-env", "SHOP_TEST_TOKEN", "--base-url", "http://127.0.0.1:1",
+		"--policy", "default=ask", "--suspend-dir", dir, "-")
+	if code != exitSuspended {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
+	}
+	saved := string(read(t, filepath.Join(dir, flagsFile)))
+	if strings.Contains(saved, "tok-secret") || !strings.Contains(saved, "SHOP_TEST_TOKEN") || !strings.Contains(saved, filepath.Join(work, "shop.yaml")+"=api") {
+		t.Errorf("got %s:\n%s\nwant the variable's name, not its value, and absolute paths", flagsFile, saved)
+	}
+	// Each printed step, run exactly as printed. The paths it needs are
+	// absolute in the record, so it would work from elsewhere too.
+	for steps := 0; code == exitSuspended; steps++ {
+		if steps > 10 {
+			t.Fatal("more than 10 steps")
+		}
+		code, out, errs = codemodeProcess(t, "", nextStep(t, errs)...)
+	}
+	if code != exitOK {
+		t.Fatalf("pasted resume: exit %d\n%s\n%s", code, out, errs)
+	}
+	if v := decode(t, out); v["ok"] != true {
+		t.Fatalf("got %s", out)
+	}
+
+	abs := filepath.Join(work, dir)
+	t.Chdir(t.TempDir())
+	// A flag given again replaces the recorded one: without the demo
+	// tools the tool tree differs, and resume says so.
+	code, out, errs = codemodeProcess(t, refundProgram, "run", "--demo-tools", "--cache-dir", cache, "--state-key-file", key, "--suspend-dir", abs+"2", "-")
+	if code != exitSuspended {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
+	}
+	if code, _, errs = codemodeProcess(t, "", "resume", "--demo-tools=false", "--run", "0", abs+"2"); code != exitFailure || !strings.Contains(errs, "tool") {
+		t.Errorf("got exit %d, %s; want the other tool tree refused", code, errs)
+	}
+	// A record changed by someone who can write the directory is refused.
+	name := filepath.Join(abs+"2", flagsFile)
+	changed := strings.Replace(string(read(t, name)), `"demo-tools"`, `"config"`, 1)
+	if err := os.WriteFile(name, []byte(changed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs = codemodeProcess(t, "", "resume", "--run", "0", abs+"2"); code != exitFailure || !strings.Contains(errs, "was changed") {
+		t.Errorf("got exit %d, %s; want the changed record refused", code, errs)
 	}
 }

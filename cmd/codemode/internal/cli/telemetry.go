@@ -3,7 +3,11 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/url"
 	"os"
+	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,8 +34,52 @@ type telemetry struct {
 // delays the command's end by at most this.
 const flushTimeout = 5 * time.Second
 
-// signals says which signals to export.
-type signals struct{ traces, metrics bool }
+// signals says which signals to export, and where.
+type signals struct {
+	traces, metrics bool
+	// tracesURL and metricsURL are the OTLP/HTTP endpoints, when the
+	// signal is on.
+	tracesURL, metricsURL string
+}
+
+// defaultOTLPEndpoint is the OpenTelemetry specification's default for
+// OTLP over HTTP. The Go exporters default to https instead, which fails
+// against a local collector, so the URL is always given to them.
+const defaultOTLPEndpoint = "http://localhost:4318"
+
+// otlpURL is a signal's endpoint as the specification builds it: the
+// signal's own variable as it is (the root path when it has none), else
+// the base variable with /v1/<signal> appended to its path, else the
+// default. A value that is not an http or https URL — "collector:4318",
+// which the exporters would read as a scheme "collector" — is invalid:
+// it is ignored, as the specification asks for invalid values, with a
+// warning that says what to write.
+func otlpURL(getenv func(string) string, signal string, warn func(string)) (string, bool) {
+	valid := func(name string) (*url.URL, bool) {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			return nil, false
+		}
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			warn(fmt.Sprintf("%s=%s is ignored: OTLP over HTTP needs a URL with its scheme, such as http://%s", name, v, strings.TrimPrefix(strings.TrimPrefix(v, "//"), "://")))
+			return nil, false
+		}
+		return u, true
+	}
+	if u, ok := valid("OTEL_EXPORTER_OTLP_" + signal + "_ENDPOINT"); ok {
+		if u.Path == "" {
+			u.Path = "/"
+		}
+		return u.String(), true
+	}
+	base, set := valid("OTEL_EXPORTER_OTLP_ENDPOINT")
+	if !set {
+		base, _ = url.Parse(defaultOTLPEndpoint)
+	}
+	base.Path = path.Join("/", base.Path, "v1", strings.ToLower(signal))
+	return base.String(), set
+}
 
 // telemetryPlan reads the environment as the OpenTelemetry SDK
 // specification describes, except that a signal is exported only when
@@ -45,8 +93,19 @@ func telemetryPlan(getenv func(string) string) (signals, []string) {
 	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
 		return signals{}, nil
 	}
+	warn := func(w string) {
+		if !slices.Contains(warnings, w) {
+			warnings = append(warnings, w)
+		}
+	}
+	var urls [2]string
 	want := func(signal, exporterVar string) bool {
-		endpoint := getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_"+signal+"_ENDPOINT") != ""
+		u, endpoint := otlpURL(getenv, signal, warn)
+		if signal == "TRACES" {
+			urls[0] = u
+		} else {
+			urls[1] = u
+		}
 		on := endpoint
 		if v := strings.TrimSpace(getenv(exporterVar)); v != "" {
 			on = false
@@ -75,6 +134,12 @@ func telemetryPlan(getenv func(string) string) (signals, []string) {
 		return false
 	}
 	s := signals{traces: want("TRACES", "OTEL_TRACES_EXPORTER"), metrics: want("METRICS", "OTEL_METRICS_EXPORTER")}
+	if s.traces {
+		s.tracesURL = urls[0]
+	}
+	if s.metrics {
+		s.metricsURL = urls[1]
+	}
 	return s, warnings
 }
 
@@ -102,14 +167,14 @@ func startTelemetry(warn func(format string, args ...any)) *telemetry {
 	// Export errors come later, from the exporters' goroutines.
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { warn("telemetry: %v", err) }))
 	if plan.traces {
-		if exp, err := otlptracehttp.New(ctx); err != nil {
+		if exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(plan.tracesURL)); err != nil {
 			warn("telemetry: traces are not exported: %v", err)
 		} else {
 			t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 		}
 	}
 	if plan.metrics {
-		if exp, err := otlpmetrichttp.New(ctx); err != nil {
+		if exp, err := otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(plan.metricsURL)); err != nil {
 			warn("telemetry: metrics are not exported: %v", err)
 		} else {
 			t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)), sdkmetric.WithResource(res))

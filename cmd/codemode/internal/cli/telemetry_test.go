@@ -4,6 +4,8 @@ import (
 	"compress/gzip"
 	"context"
 	"io"
+	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -25,25 +27,84 @@ func TestTelemetryPlan(t *testing.T) {
 		warnings int
 	}{
 		{"nothing set", nil, signals{}, 0},
-		{"endpoint", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, signals{true, true}, 0},
+		{"endpoint", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, signals{traces: true, metrics: true}, 0},
 		{"traces endpoint", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c/v1/traces"}, signals{traces: true}, 0},
 		{"metrics endpoint", map[string]string{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://c/v1/metrics"}, signals{metrics: true}, 0},
 		{"traces exporter none", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_TRACES_EXPORTER": "none"}, signals{metrics: true}, 0},
 		{"sdk disabled", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_SDK_DISABLED": "TRUE"}, signals{}, 0},
-		{"sdk not disabled", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_SDK_DISABLED": "false"}, signals{true, true}, 0},
+		{"sdk not disabled", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_SDK_DISABLED": "false"}, signals{traces: true, metrics: true}, 0},
 		{"otlp asked without endpoint", map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}, signals{traces: true}, 0},
 		{"unsupported exporter", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_METRICS_EXPORTER": "prometheus"}, signals{traces: true}, 1},
 		{"otlp among others", map[string]string{"OTEL_TRACES_EXPORTER": "console,otlp"}, signals{traces: true}, 1},
 		{"grpc", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, signals{}, 2},
 		{"grpc for metrics only", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "grpc"}, signals{traces: true}, 1},
-		{"json", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, signals{true, true}, 0},
+		{"json", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, signals{traces: true, metrics: true}, 0},
+		{"endpoint without scheme", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "localhost:4318"}, signals{}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, warnings := telemetryPlan(func(k string) string { return tc.env[k] })
+			got.tracesURL, got.metricsURL = "", "" // TestOTLPEndpoints checks them
 			if got != tc.want || len(warnings) != tc.warnings {
 				t.Errorf("got %+v with warnings %q, want %+v with %d", got, warnings, tc.want, tc.warnings)
 			}
 		})
+	}
+}
+
+// TestOTLPEndpoints: the URLs the exporters get, as the specification
+// builds them.
+func TestOTLPEndpoints(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		env             map[string]string
+		traces, metrics string
+		warning         string
+	}{
+		{"default is http", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "otlp"},
+			"http://localhost:4318/v1/traces", "http://localhost:4318/v1/metrics", ""},
+		{"base gets the signal's path", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://c.example:4318/otel/"},
+			"https://c.example:4318/otel/v1/traces", "https://c.example:4318/otel/v1/metrics", ""},
+		{"a signal's own is used as it is", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t:1/x"},
+			"http://t:1/x", "http://c/v1/metrics", ""},
+		{"a signal's own without a path gets the root", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t:1"},
+			"http://t:1/", "", ""},
+		{"no scheme: ignored, with what to write", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318", "OTEL_TRACES_EXPORTER": "otlp"},
+			"http://localhost:4318/v1/traces", "", "OTEL_EXPORTER_OTLP_ENDPOINT=collector:4318 is ignored: OTLP over HTTP needs a URL with its scheme, such as http://collector:4318"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, warnings := telemetryPlan(func(k string) string { return tc.env[k] })
+			if got.tracesURL != tc.traces || got.metricsURL != tc.metrics {
+				t.Errorf("got traces %q, metrics %q; want %q, %q", got.tracesURL, got.metricsURL, tc.traces, tc.metrics)
+			}
+			if w := strings.Join(warnings, "\n"); w != tc.warning {
+				t.Errorf("got warnings %q, want %q", w, tc.warning)
+			}
+		})
+	}
+}
+
+// TestOTLPDefaultEndpoint: OTEL_TRACES_EXPORTER=otlp and no endpoint
+// posts to http://localhost:4318/v1/traces, the specification's default,
+// in plain HTTP.
+func TestOTLPDefaultEndpoint(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:4318")
+	if err != nil {
+		t.Skipf("the default OTLP port is taken on this machine: %v", err)
+	}
+	c := &collector{bodies: map[string][][]byte{}, types: map[string]string{}}
+	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: c}}
+	srv.Start()
+	defer srv.Close()
+	clearOTelEnv(t)
+	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
+	code, out, errs := runCLI(t, `return await tools.shop.listOrders({})`, "run", "--demo-tools", "--cache-dir", engineCache, "-")
+	if code != exitOK || strings.Contains(errs, "telemetry") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.bodies["/v1/traces"]) == 0 {
+		t.Errorf("got requests for %v, want spans at /v1/traces", slices.Collect(maps.Keys(c.bodies)))
 	}
 }
 

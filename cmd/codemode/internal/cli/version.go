@@ -21,8 +21,7 @@ func versionCmd(args []string, stdout, stderr io.Writer) int {
 		return parseError(err)
 	}
 	if len(rest) != 0 {
-		fmt.Fprintln(stderr, "codemode version: takes no arguments")
-		return exitUsage
+		return usageFailed(stderr, "codemode version", "takes no arguments")
 	}
 	fmt.Fprintf(stdout, "codemode %s %s\n", version(), runtime.Version())
 	return exitOK

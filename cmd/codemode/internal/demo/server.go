@@ -31,7 +31,11 @@ var ShopSpec []byte
 // programs call an authenticated API without ever seeing the token. stop
 // shuts the server down; so does the end of ctx.
 func Start(ctx context.Context) (tools codemode.Tools, stop func(), err error) {
-	s, err := startShop()
+	raw := make([]byte, 24)
+	if _, err := rand.Read(raw); err != nil {
+		return nil, nil, fmt.Errorf("demo: making a token: %w", err)
+	}
+	s, err := startShop("127.0.0.1:0", hex.EncodeToString(raw))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -67,18 +71,26 @@ type shop struct {
 	nextID int
 }
 
-func startShop() (*shop, error) {
-	raw := make([]byte, 24)
-	if _, err := rand.Read(raw); err != nil {
-		return nil, fmt.Errorf("demo: making a token: %w", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// Serve serves the demo shop API at addr, accepting the bearer token
+// given, for programs to reach with --openapi (ShopSpec) and
+// --bearer-env: the example of an API a host holds the credential for.
+// It returns the API's base URL; stop shuts it down.
+func Serve(addr, token string) (url string, stop func(), err error) {
+	s, err := startShop(addr, token)
 	if err != nil {
-		return nil, fmt.Errorf("demo: listening on loopback: %w", err)
+		return "", nil, err
+	}
+	return s.url, s.stop, nil
+}
+
+func startShop(addr, token string) (*shop, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("demo: listening: %w", err)
 	}
 	s := &shop{
 		url:    "http://" + ln.Addr().String(),
-		token:  hex.EncodeToString(raw),
+		token:  token,
 		orders: append([]order(nil), orders...),
 		nextID: 1007,
 	}

@@ -80,7 +80,7 @@ return { made, count: open.orders.length, missing }`)
 // TestShopNeedsToken: the server refuses a request without the token, so
 // the tools' success above shows the host-side credential at work.
 func TestShopNeedsToken(t *testing.T) {
-	s, err := startShop()
+	s, err := startShop("127.0.0.1:0", "a-token-for-the-test")
 	if err != nil {
 		t.Fatal(err)
 	}
