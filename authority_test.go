@@ -200,7 +200,7 @@ func TestZeroVerdictDenies(t *testing.T) {
 		"Rules{}":          Rules{}.Policy(),
 		"bad pattern":      Rules{Default: Allow, Tools: map[string]Verdict{"shop..x": Deny}}.Policy(),
 		"unset tool rule":  Rules{Default: Allow, Tools: map[string]Verdict{"shop.transfer": Unset}}.Policy(),
-		"verdict too high": func(context.Context, Call) Decision { return Decision{Verdict: Ask + 1} },
+		"verdict too high": func(context.Context, Call) Decision { return Decision{Verdict: Hold + 1} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			var b bank

@@ -84,7 +84,7 @@ func TestServeUsageErrors(t *testing.T) {
 		{[]string{"worker", "--nats", "nats://127.0.0.1:1", "--nats-token-env", "CODEMODE_TEST_NO_SUCH_VAR"}, exitUsage, "CODEMODE_TEST_NO_SUCH_VAR is empty or unset"},
 		{[]string{"worker", "--worker-runs", "0", "--data", data}, exitUsage, "--worker-runs must be at least 1"},
 		{[]string{"serve", "--nats-listen", "0.0.0.0:4222", "--data", data}, exitFailure, "loopback only"},
-		{[]string{"serve", "--cells", "--data", data}, exitUsage, "Cells are not offered"},
+		{[]string{"serve", "--cells", "--data", data}, exitUsage, "--cells is not offered with serve"},
 		{[]string{"serve", "--nats-cluster-listen", "127.0.0.1:6222", "--data", data}, exitUsage, "--nats-cluster-listen and --nats-routes go together"},
 		{[]string{"serve", "--replicas", "9", "--data", data}, exitUsage, "--replicas must be 1 to 5"},
 		{[]string{"serve", "--nats-cluster-listen", "10.1.2.3:6222", "--nats-routes", "127.0.0.1:6223", "--data", data}, exitFailure, "loopback only"},
