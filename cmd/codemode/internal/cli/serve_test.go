@@ -62,6 +62,10 @@ func TestServeAndWorkerProcess(t *testing.T) {
 	if isErr || v["ok"] != true || v["value"] != float64(6) {
 		t.Fatalf("result = %v\nfront:\n%s\nworker:\n%s", v, stderr, werr)
 	}
+	// The worker logs the run just after the front has its result.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(werr.String(), "msg=run ") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if strings.Contains(stderr.String(), "msg=run ") || !strings.Contains(werr.String(), "msg=run ") {
 		t.Errorf("the run was not the worker's:\nfront:\n%s\nworker:\n%s", stderr, werr)
 	}
