@@ -2,6 +2,9 @@ package cluster
 
 import (
 	"context"
+	"io/fs"
+	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -63,4 +66,57 @@ func BenchmarkCluster(b *testing.B) {
 			}
 		})
 	}
+}
+
+// Parked runs cost disk and memory while they wait for answers: this
+// parks b.N runs and reports the bytes of stream data and of heap per
+// run (go test ./cluster -bench Parked -benchtime 2000x -run ^$).
+func BenchmarkParkedRuns(b *testing.B) {
+	dir := b.TempDir()
+	n, err := Open(context.Background(), Config{DataDir: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer n.Close()
+	var fx effects
+	w, err := NewWorker(n, codemode.Options{Tools: shopTools(&fx, nil), StateKey: testKey, Timeout: 30 * time.Second, Policy: askCharge}, WorkerOptions{MaxRuns: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	defer func() { cancel(); <-done; w.Close() }()
+	front, err := codemode.New(codemode.Options{Tools: shopTools(nil, nil)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer front.Close()
+	before := dataBytes(b, dir)
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	for b.Loop() {
+		_, asked, err := n.Start(context.Background(), front, chargeProgram)
+		if err != nil || asked == nil {
+			b.Fatal(asked, err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	b.ReportMetric(float64(dataBytes(b, dir)-before)/float64(b.N), "disk-B/run")
+	b.ReportMetric(float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/float64(b.N), "heap-B/run")
+}
+
+func dataBytes(b *testing.B, dir string) int64 {
+	var total int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				total += fi.Size()
+			}
+		}
+		return nil
+	})
+	return total
 }
