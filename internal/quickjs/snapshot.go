@@ -233,13 +233,20 @@ type snapWriter struct {
 }
 
 // block appends raw, compressed, then checks the context and the limit.
+// It compresses into a reused scratch block and copies what that took: a
+// block's worst case is a megabyte, and making room for it in the
+// snapshot itself cost every suspension a megabyte or two of fresh,
+// zeroed memory, for states that are mostly a few kilobytes.
 func (w *snapWriter) block(raw []byte) error {
-	need := 4 + s2.MaxEncodedLen(len(raw))
-	w.grow(need)
-	at := len(w.out)
-	enc := s2.Encode(w.out[at+4:at+need], raw)
+	scratch := encodeBuffers.get()
+	defer encodeBuffers.put(scratch)
+	if need := s2.MaxEncodedLen(len(raw)); cap(scratch.b) < need {
+		scratch.b = make([]byte, s2.MaxEncodedLen(maxBlock))
+	}
+	enc := s2.Encode(scratch.b[:cap(scratch.b)], raw)
+	w.grow(4 + len(enc))
 	w.out = binary.LittleEndian.AppendUint32(w.out, uint32(len(enc)))
-	w.out = w.out[:at+4+len(enc)]
+	w.out = append(w.out, enc...)
 	w.crc = crc32.Update(w.crc, crcTable, w.out[w.summed:])
 	w.summed = len(w.out)
 	w.done += len(raw)
@@ -248,6 +255,9 @@ func (w *snapWriter) block(raw []byte) error {
 	}
 	return w.ctx.Err()
 }
+
+// encodeBuffers hold one block, compressed.
+var encodeBuffers = newBuffers[byteSlice]()
 
 // estimate is the snapshot's size extrapolated from the part written.
 func (w *snapWriter) estimate() int64 {
@@ -259,9 +269,10 @@ func (w *snapWriter) estimate() int64 {
 }
 
 // grow makes room for need more bytes and the caller's Room. A first touch
-// of a page costs more than compressing it, so the buffer is sized for
-// the whole snapshot as soon as a few blocks tell how well it compresses,
-// and grows again only when that guess was short; it never grows much
+// of a page costs more than compressing it, so once a few blocks tell how
+// well the memory compresses, the buffer is sized for the whole snapshot,
+// and grows again only when that guess was short; before that it doubles
+// from a size that holds a small run's state whole. It never grows much
 // past the limit, where writing stops.
 func (w *snapWriter) grow(need int) {
 	want := len(w.out) + need + w.lim.Room
@@ -271,7 +282,7 @@ func (w *snapWriter) grow(need int) {
 	if w.done >= 2*snapshotBlock {
 		want = max(want, w.base+int(w.estimate()*9/8)+need+w.lim.Room)
 	} else {
-		want += 2 * snapshotBlock
+		want = max(want, 2*cap(w.out), w.base+firstSnapshotCap+w.lim.Room)
 	}
 	if w.lim.Max > 0 {
 		want = min(want, max(len(w.out)+need, w.base+w.lim.Max+need)+w.lim.Room)
@@ -280,6 +291,10 @@ func (w *snapWriter) grow(need int) {
 	copy(out, w.out)
 	w.out = out
 }
+
+// firstSnapshotCap is the snapshot's first size: a run that suspends with
+// a small heap fits (its pages differ little from the image's).
+const firstSnapshotCap = 64 << 10
 
 // A snapshot ends with a CRC-32C of the rest: it finds damage (a cut, a
 // flipped bit) at memory speed. Telling whose bytes they are is for a MAC
