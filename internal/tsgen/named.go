@@ -79,7 +79,7 @@ func Render(path []string, description string, tags []string, in, out json.RawMe
 		}
 	}
 	var doc []string
-	doc = docText(description)
+	doc = docText(plainText(description, maxToolDoc))
 	if len(tags) > 0 && len(doc) > 0 {
 		doc = append(doc, "")
 	}
@@ -120,7 +120,7 @@ func Declare(name, description string, schema json.RawMessage, opts Options) Ren
 			}
 		}
 	}
-	doc := docText(description)
+	doc := docText(plainText(description, maxToolDoc))
 	head := "type " + name + " = "
 	c := newCutter(opts, len(head)+1+docSize(doc))
 	c.top = 2

@@ -55,3 +55,17 @@ func TestRenderCuts(t *testing.T) {
 		t.Errorf("got %s", r.Text)
 	}
 }
+
+func TestPlainText(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"<p>Creates a <b>customer</b>.</p><p>See <a href=\"/docs\">docs</a> &amp; more.</p>", "Creates a customer.\n\nSee docs & more."},
+		{"Use **bold** and [the guide](https://x.test/g).\n## Heading\ntext", "Use bold and the guide (https://x.test/g).\nHeading\ntext"},
+		{"<ul><li>one</li><li>two</li></ul>", "- one\n\n- two"},
+		{"plain text, unchanged", "plain text, unchanged"},
+		{strings.Repeat("word ", 100), strings.TrimSpace(strings.Repeat("word ", 38)) + cutMarker},
+	} {
+		if got := plainText(c.in, 200); got != c.want {
+			t.Errorf("plainText(%q)\ngot  %q\nwant %q", c.in, got, c.want)
+		}
+	}
+}
