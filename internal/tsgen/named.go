@@ -229,7 +229,7 @@ func (c *cutter) cut(root *tnode) []Part {
 			name = []string{l}
 		}
 		if n.kind == kObject && (len(n.props) > 0 || n.index != nil) && depth >= c.top {
-			cd := &candidate{n: n, depth: depth, name: name, up: up, size: len(format(n, true)) + 2*depth*lines(n)}
+			cd := &candidate{n: n, depth: depth, name: name, up: up, size: len(format(n, true))}
 			cands = append(cands, cd)
 			up = cd
 		}
@@ -268,8 +268,11 @@ func (c *cutter) cut(root *tnode) []Part {
 	done := map[*candidate]bool{}
 	// Small objects are left inline while cutting big ones suffices (a
 	// part per two-field object costs more names than it saves), and the
-	// outermost object is cut only when nothing inside it is enough.
-	for pass := 0; pass < 3; pass++ {
+	// outermost object is cut only when nothing inside it is enough. The
+	// sizes are estimates (indentation moves as objects are cut out), so
+	// the text is measured again after each round.
+	for pass := 0; pass < 3 && total > c.max; {
+		progress := false
 		for _, cd := range cands {
 			if total <= c.max {
 				break
@@ -278,7 +281,13 @@ func (c *cutter) cut(root *tnode) []Part {
 				continue
 			}
 			done[cd] = true
+			progress = true
 			parts = append(parts, c.take(cd, &total))
+		}
+		clearLines(root)
+		total = c.fixed + len(format(root, true))
+		if !progress {
+			pass++
 		}
 	}
 	clearLines(root)
@@ -348,11 +357,6 @@ func (c *cutter) name(path []string) string {
 	}
 	c.taken[name] = true
 	return name
-}
-
-// lines estimates the lines an object prints on, for its indentation.
-func lines(n *tnode) int {
-	return strings.Count(format(n, true), "\n") + 1
 }
 
 // clearLines drops the memoized one-line forms of a tree whose nodes were
