@@ -58,8 +58,10 @@ type Tool struct {
 	Compensate func(ctx context.Context, input, output json.RawMessage) error
 
 	// Types are the named types Input and Output refer to: see [Types].
-	// Tools of one source share one Types. Nil means none: every $ref is
-	// expanded in the signature.
+	// Tools of one source share one Types. A tool with Types (even an
+	// empty one) has its signature bounded in size, cut into parts that
+	// tools.$codemode.types reads. Nil means none: every $ref is expanded
+	// and the signature is not bounded.
 	Types *Types
 
 	// Annotations say what the tool does to the world, for the model (its

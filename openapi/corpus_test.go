@@ -23,8 +23,13 @@ import (
 // is about documents that would not convert at all, or only at a cost
 // out of proportion to their size, not about timing.
 const (
-	corpusMaxTime  = 60 * time.Second
-	corpusMaxAlloc = 8 << 30 // bytes allocated, all of it garbage or not
+	// A document may take corpusTime plus corpusTimePerMB for each
+	// megabyte, and allocate corpusAllocPerByte times its size plus
+	// corpusAlloc (bytes allocated, garbage or not, not peak memory).
+	corpusTime         = 30 * time.Second
+	corpusTimePerMB    = 3 * time.Second
+	corpusAlloc        = 1 << 30
+	corpusAllocPerByte = 100
 	// corpusSample: one document in this many is type-checked with tsc.
 	corpusSample = 10
 	// corpusBatch documents go to one tsc run.
@@ -119,7 +124,7 @@ func TestCorpus(t *testing.T) {
 		st.took = time.Since(t0)
 		runtime.ReadMemStats(&ms1)
 		st.alloc = ms1.TotalAlloc - ms0.TotalAlloc
-		if st.took > corpusMaxTime || st.alloc > corpusMaxAlloc {
+		if st.took > corpusTime+corpusTimePerMB*time.Duration(len(data)>>20) || st.alloc > corpusAlloc+corpusAllocPerByte*uint64(len(data)) {
 			t.Errorf("%s (%d bytes): %s and %d MB allocated, past the bounds", name, len(data), st.took.Round(time.Millisecond), st.alloc>>20)
 		}
 		st.tools = len(cat)

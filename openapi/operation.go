@@ -49,7 +49,7 @@ type operation struct {
 type builder struct {
 	doc     *v3.Document
 	conv    *converter
-	types   *codemode.Types // the document's named schemas; nil when none
+	types   *codemode.Types // the document's named schemas
 	c       *client
 	schemes map[string]*v3.SecurityScheme
 }

@@ -117,8 +117,10 @@ func (c *converter) schemaNames() []string {
 func (c *converter) types() *codemode.Types {
 	names := c.schemaNames()
 	if len(names) == 0 {
+		// Still a Types: it is what bounds the signatures, whose parts
+		// tools.$codemode.types reads.
 		c.named = false
-		return nil
+		return &codemode.Types{}
 	}
 	var mu sync.Mutex
 	done := map[string]*jsonschema.Schema{}
