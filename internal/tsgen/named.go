@@ -165,11 +165,9 @@ func refs(n *tnode, names map[string]bool) {
 }
 
 func docSize(doc []string) int {
-	n := 0
-	for _, l := range doc {
-		n += len(l) + 4
-	}
-	return n
+	var b strings.Builder
+	writeDoc(&b, doc, 0)
+	return b.Len()
 }
 
 // cutter cuts parts out of one render.
