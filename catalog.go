@@ -2,6 +2,8 @@ package codemode
 
 import (
 	"encoding/json"
+	"runtime"
+	"strings"
 	"sync"
 
 	"github.com/codemode-go/codemode/internal/discovery"
@@ -20,22 +22,24 @@ type CatalogEntry struct {
 	// Signature is the TypeScript declaration of the call, with the
 	// description and parameter documentation as JSDoc.
 	Signature string `json:"signature"`
+	// Types are the named types the signature refers to, sorted: read
+	// their declarations with tools.$codemode.types (Runtime.Types).
+	Types []string `json:"types,omitempty"`
 	// Annotations are the tool's, when it has them.
 	Annotations *Annotations `json:"annotations,omitempty"`
 	// Segments is the path as its segments (names may contain dots).
 	Segments []string `json:"-"`
 }
 
-// catalog is computed once per Runtime, on first use: rendering a
-// thousand signatures takes a noticeable fraction of a second.
+// catalog is computed once per Runtime, on first use; each entry is
+// rendered on its own first use (a search renders only what it returns).
 type catalog struct {
 	once    sync.Once
 	entries []CatalogEntry
 }
 
 // Catalog lists every tool with its signature, in path order. The
-// built-in tools.$codemode.search is not included; Instructions describes
-// it.
+// built-in tools are not included; Instructions describes them.
 func (rt *Runtime) Catalog() []CatalogEntry {
 	entries := rt.catalogEntries()
 	out := make([]CatalogEntry, len(entries))
@@ -46,18 +50,58 @@ func (rt *Runtime) Catalog() []CatalogEntry {
 func (rt *Runtime) catalogEntries() []CatalogEntry {
 	rt.cat.once.Do(func() {
 		rt.cat.entries = make([]CatalogEntry, len(rt.tools))
-		for i, e := range rt.tools {
-			in, out := schemaJSON(e.tool.Input), schemaJSON(e.tool.Output)
-			rt.cat.entries[i] = CatalogEntry{
-				Path:        e.name,
-				Description: e.tool.Description,
-				Signature:   language.Signature(guest.Tool{Path: e.path, Description: e.tool.Description, Tags: e.tool.Annotations.tags(), Input: in, Output: out}),
-				Annotations: e.tool.Annotations,
-				Segments:    e.path,
-			}
+		// Signatures render independently: use the cores there are.
+		var wg sync.WaitGroup
+		next := make(chan int)
+		for range max(1, min(runtime.GOMAXPROCS(0), 8)) {
+			wg.Go(func() {
+				for i := range next {
+					rt.cat.entries[i] = rt.entry(i)
+				}
+			})
 		}
+		for i := range rt.tools {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
 	})
 	return rt.cat.entries
+}
+
+// entry renders the catalog entry of rt.tools[i], once.
+func (rt *Runtime) entry(i int) CatalogEntry {
+	e := rt.tools[i]
+	e.sigOnce.Do(func() {
+		in, out := schemaJSON(e.tool.Input), schemaJSON(e.tool.Output)
+		t := guest.Tool{Path: e.path, Description: e.tool.Description, Tags: e.tool.Annotations.tags(), Input: in, Output: out, MaxSize: -1}
+		if e.tool.Types != nil {
+			// Parts are readable through tools.$codemode.types, which
+			// only a Runtime with named types offers.
+			t.Named, t.Parts, t.MaxSize = rt.types.named(e.tool.Types), partsPrefix(e.path), 0
+		}
+		r := language.Signature(t)
+		rt.types.addParts(r.Parts)
+		e.sig = CatalogEntry{
+			Path:        e.name,
+			Description: e.tool.Description,
+			Signature:   r.Text,
+			Types:       r.Uses,
+			Annotations: e.tool.Annotations,
+			Segments:    e.path,
+		}
+	})
+	return e.sig
+}
+
+// partsPrefix names the parts of a tool's signature after its path:
+// tools.stripe.PostCustomers → StripePostCustomers_Input_Address.
+func partsPrefix(path []string) string {
+	var b strings.Builder
+	for _, seg := range path {
+		b.WriteString(language.TypeName(seg))
+	}
+	return b.String()
 }
 
 func schemaJSON(s any) json.RawMessage {

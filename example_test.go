@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/codemode-go/codemode"
+	"github.com/google/jsonschema-go/jsonschema"
 )
 
 type order struct {
@@ -133,4 +134,30 @@ func ExampleToolErrorCause() {
 	// Output:
 	// host log: orders.lookup error dial tcp 10.0.0.7:5432: connection refused
 	// model sees: "the order store is unavailable"
+}
+
+func ExampleTypes() {
+	// The tools of one source share named types; a schema refers to one
+	// as {"$ref": "#/$defs/<name>"} (codemode.TypeRef spells it).
+	types := &codemode.Types{Names: []string{"order"}, Schema: func(name string) *jsonschema.Schema {
+		return &jsonschema.Schema{Type: "object", Description: "An order.",
+			Properties: map[string]*jsonschema.Schema{"id": {Type: "string"}}, Required: []string{"id"}}
+	}}
+	noop := func(context.Context, json.RawMessage) (any, error) { return nil, nil }
+	rt, _ := codemode.New(codemode.Options{Tools: codemode.Tools{"orders": codemode.Tools{
+		"latest": codemode.Tool{Description: "The latest order.", Types: types, Output: &jsonschema.Schema{Ref: codemode.TypeRef("order")}, Run: noop},
+	}}})
+	defer rt.Close()
+	entry := rt.Catalog()[0]
+	fmt.Println(entry.Signature)
+	fmt.Println(entry.Types)
+	fmt.Println(rt.Types("Order").Items[0].Declaration)
+	// Output:
+	// /** The latest order. */
+	// tools.orders.latest(input?: Record<string, unknown>): Promise<Order>
+	// [Order]
+	// /** An order. */
+	// type Order = {
+	//   id: string;
+	// };
 }

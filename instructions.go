@@ -38,6 +38,9 @@ func (rt *Runtime) Instructions() string {
 	w("- %s\n", guide.Unknown)
 	w("- %s\n", guide.List)
 	w("- %s\n", guide.SearchAPI)
+	if usesTypes(rt.catalogEntries()) {
+		w("- %s\n", guide.Types)
+	}
 	if rt.compensable() {
 		w("- %s\n", guide.Transaction)
 	}
@@ -78,6 +81,16 @@ func (rt *Runtime) Instructions() string {
 		}
 	}
 	return b.String()
+}
+
+// usesTypes reports whether any signature names a type.
+func usesTypes(entries []CatalogEntry) bool {
+	for _, e := range entries {
+		if len(e.Types) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // compensable reports whether any tool can be undone.

@@ -22,6 +22,7 @@ type Runtime struct {
 	sb     guest.Runner          // may be a guest.Suspender
 	cat    catalog
 	idx    indexCache
+	types  *typeRegistry
 	tel    *telemetry // nil: no providers
 
 	sumOnce sync.Once
@@ -62,6 +63,16 @@ func New(opts Options) (*Runtime, error) {
 	rt := &Runtime{opts: opts, tools: entries, index: map[string]*toolEntry{}, sb: sb, tel: tel}
 	if len(opts.StateKey) > 0 {
 		rt.stateKeys = append([][]byte{opts.StateKey}, opts.PreviousStateKeys...)
+	}
+	rt.types = newTypeRegistry(entries)
+	for _, e := range entries {
+		if e.tool.ValidateOutput && e.tool.Types != nil {
+			r, err := rt.resolveWithTypes(e.tool.Types, e.tool.Output)
+			if err != nil {
+				return nil, fmt.Errorf("%w: tool %s: output schema: %w", ErrInvalidOptions, jsPath(e.path), err)
+			}
+			e.output = r
+		}
 	}
 	rt.closing, rt.close = context.WithCancel(context.Background())
 	rt.byName = map[string]*toolEntry{}

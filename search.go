@@ -32,6 +32,9 @@ type SearchRequest struct {
 type SearchResult struct {
 	Items     []CatalogEntry `json:"items"`
 	Remaining int            `json:"remaining"`
+	// Types holds the declaration of the named type a query names
+	// exactly (Customer), as tools.$codemode.types gives it.
+	Types []TypeEntry `json:"types,omitempty"`
 	// Next, when more items remain, is the offset to pass back (spread it
 	// into the same request: search({ ...request, ...result.next })).
 	Next *SearchNext `json:"next"`
@@ -88,36 +91,42 @@ func (rt *Runtime) Search(req SearchRequest) SearchResult {
 	if offset < 0 {
 		offset = 0
 	}
-	cat := rt.catalogEntries()
-	in := func(c CatalogEntry) bool {
-		return namespace == "" || (len(c.Segments) >= 2 && c.Segments[0] == namespace) || strings.HasPrefix(c.Path+".", namespace+".")
+	in := func(e *toolEntry) bool {
+		return namespace == "" || (len(e.path) >= 2 && e.path[0] == namespace) || strings.HasPrefix(e.name+".", namespace+".")
 	}
-	var pool []CatalogEntry
+	var pool []int
 	if one := rt.lookupExact(query); one != nil {
-		for _, c := range cat {
-			if c.Path == one.name && in(c) {
-				pool = append(pool, c)
+		for i, e := range rt.tools {
+			if e.name == one.name && in(e) {
+				pool = append(pool, i)
 			}
 		}
 	} else if order, ranked := rt.searchIndex().Rank(query); ranked {
 		for _, i := range order {
-			if in(cat[i]) {
-				pool = append(pool, cat[i])
+			if in(rt.tools[i]) {
+				pool = append(pool, i)
 			}
 		}
 	} else {
-		for _, c := range cat {
-			if in(c) {
-				pool = append(pool, c)
+		for i, e := range rt.tools {
+			if in(e) {
+				pool = append(pool, i)
 			}
 		}
 	}
 	res := SearchResult{Items: []CatalogEntry{}}
+	// A query that is a type's name finds its declaration too.
+	if q := strings.TrimSpace(query); q != "" && offset == 0 {
+		if t, ok := rt.typeEntry(q, false); ok {
+			res.Types = []TypeEntry{t}
+		}
+	}
 	if offset < len(pool) {
 		end := min(offset+limit, len(pool))
-		for _, c := range pool[offset:end] {
-			// The model calls what it reads: the item's path is the
-			// call site, not the audit name.
+		for _, i := range pool[offset:end] {
+			// Only what is returned is rendered. The model calls what it
+			// reads: the item's path is the call site, not the audit name.
+			c := rt.entry(i)
 			c.Path = jsPath(c.Segments)
 			res.Items = append(res.Items, c)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/codemode-go/codemode/internal/spoof"
@@ -55,6 +56,13 @@ type Tool struct {
 	// is rolled back: see tools.$codemode.begin. An error is reported to
 	// the program and in the audit, never hidden.
 	Compensate func(ctx context.Context, input, output json.RawMessage) error
+
+	// Types are the named types Input and Output refer to: see [Types].
+	// Tools of one source share one Types. A tool with Types (even an
+	// empty one) has its signature bounded in size, cut into parts that
+	// tools.$codemode.types reads. Nil means none: every $ref is expanded
+	// and the signature is not bounded.
+	Types *Types
 
 	// Annotations say what the tool does to the world, for the model (its
 	// signature carries them as JSDoc tags) and for policies. Nil says
@@ -345,6 +353,15 @@ type toolEntry struct {
 	resolved *jsonschema.Resolved
 	// output is the resolved Output schema when ValidateOutput is set.
 	output *jsonschema.Resolved
+
+	// An input that refers to named types is resolved on its first call,
+	// when the types it uses are converted.
+	lazyInput    bool
+	resolveOnce  sync.Once
+	lazyResolved *jsonschema.Resolved
+
+	sigOnce sync.Once
+	sig     CatalogEntry
 }
 
 // flatten checks the tree and lists its tools in sorted order.
@@ -373,7 +390,9 @@ func newEntry(path []string, t Tool) (*toolEntry, error) {
 		return nil, fmt.Errorf("tool %s has no Run function", jsPath(path))
 	}
 	e := &toolEntry{path: path, name: name, tool: t}
-	if t.Input != nil && !t.SkipInputValidation {
+	if t.Input != nil && !t.SkipInputValidation && t.Types != nil {
+		e.lazyInput = true
+	} else if t.Input != nil && !t.SkipInputValidation {
 		r, err := t.Input.Resolve(nil)
 		if err != nil {
 			return nil, fmt.Errorf("tool %s: input schema: %w", jsPath(path), err)
@@ -383,6 +402,9 @@ func newEntry(path []string, t Tool) (*toolEntry, error) {
 	if t.ValidateOutput {
 		if t.Output == nil {
 			return nil, fmt.Errorf("tool %s: ValidateOutput is set but Output is nil", jsPath(path))
+		}
+		if t.Types != nil {
+			return e, nil // resolved by New, with the types
 		}
 		r, err := t.Output.Resolve(nil)
 		if err != nil {

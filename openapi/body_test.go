@@ -146,10 +146,13 @@ func TestBodyFlattened(t *testing.T) {
 		in.Properties["query_dryRun"]["default"] != false {
 		t.Errorf("annotations lost: %v", in.Properties)
 	}
-	// Output: writeOnly secret is gone, readOnly id is there.
+	// Output: the named schema Item, whose one declaration serves both
+	// directions: writeOnly secret and readOnly id are there, optional.
 	out, _ := json.Marshal(tool.Output)
-	if strings.Contains(string(out), "secret") || !strings.Contains(string(out), `"id"`) {
-		t.Errorf("output schema %s", out)
+	item, _ := json.Marshal(tool.Types.Schema("Item"))
+	if string(out) != `{"$ref":"#/$defs/Item"}` || !strings.Contains(string(item), `"secret"`) || !strings.Contains(string(item), `"id"`) ||
+		strings.Contains(string(item), `"required":["id"`) {
+		t.Errorf("output schema %s, Item %s", out, item)
 	}
 	res := value(t, api, `return await tools.api.flat({ id: "i/1", query_dryRun: true, body_dryRun: false, name: "N", price: 2.5 })`)
 	if res.(map[string]any)["ok"] != true {

@@ -121,13 +121,18 @@ func dropQuery(raw string, a *applied) string {
 }
 
 // tool wraps the operation as a codemode.Tool.
-func (o *operation) tool(desc string, output *jsonschema.Schema) codemode.Tool {
+func (o *operation) tool(desc string, output *jsonschema.Schema, types *codemode.Types) codemode.Tool {
 	in := o.inputSchema()
 	// The runtime validates the input against this schema before Run;
 	// should a schema ever not resolve, Run still refuses unknown fields
-	// and the HTTP API validates the rest.
-	_, err := in.Resolve(nil)
+	// and the HTTP API validates the rest. With named types the runtime
+	// resolves it on the first call, with the types it uses.
+	var err error
+	if types == nil {
+		_, err = in.Resolve(nil)
+	}
 	return codemode.Tool{
+		Types:               types,
 		Description:         desc,
 		Input:               in,
 		Output:              output,

@@ -157,7 +157,9 @@ func fromSpec(spec []byte, opts Options) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := newBuilder(doc, newConverter(root, oas30), opts)
+	conv := newConverter(root, oas30)
+	conv.named = true
+	b := newBuilder(doc, conv, opts)
 	api := &API{Namespace: "api", Tools: codemode.Tools{}}
 	if doc.Info != nil {
 		api.Title, api.Version = strings.TrimSpace(doc.Info.Title), strings.TrimSpace(doc.Info.Version)

@@ -49,12 +49,14 @@ type operation struct {
 type builder struct {
 	doc     *v3.Document
 	conv    *converter
+	types   *codemode.Types // the document's named schemas
 	c       *client
 	schemes map[string]*v3.SecurityScheme
 }
 
 func newBuilder(doc *v3.Document, conv *converter, opts Options) *builder {
 	b := &builder{doc: doc, conv: conv, c: newClient(opts), schemes: map[string]*v3.SecurityScheme{}}
+	b.types = conv.types()
 	if doc.Components != nil && doc.Components.SecuritySchemes != nil {
 		for name, s := range doc.Components.SecuritySchemes.FromOldest() {
 			b.schemes[name] = s
@@ -88,7 +90,7 @@ func (b *builder) build(api *API) {
 				continue
 			}
 			names = append(names, toolPath(op.OperationId, method, path))
-			tools = append(tools, o.tool(description(method, path, op), b.output(op)))
+			tools = append(tools, o.tool(description(method, path, op), b.output(op), b.types))
 		}
 	}
 	for i, p := range uniquePaths(names) {

@@ -9,9 +9,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/pb33f/go-yaml"
+
+	"github.com/codemode-go/codemode"
 )
 
 // Bounds of one converted schema. References are inlined, so without them
@@ -47,6 +50,9 @@ type direction int
 const (
 	forRequest direction = iota
 	forResponse
+	// forBoth is a named type's: one declaration serves requests and
+	// responses, so readOnly and writeOnly properties stay, optional.
+	forBoth
 )
 
 // converter turns schema nodes of one document into self-contained JSON
@@ -58,10 +64,87 @@ type converter struct {
 	oas30    bool                  // OpenAPI 3.0: nullable, boolean exclusive bounds, $ref siblings ignored
 	pointers map[string]*yaml.Node // resolved local references; nil means unresolvable
 	patterns map[string]bool       // whether a pattern compiles with Go's regexp
+	// named: a reference to components/schemas below a schema's top
+	// becomes a reference to the named type rather than a copy of it.
+	named bool
 }
 
 func newConverter(root *yaml.Node, oas30 bool) *converter {
 	return &converter{root: root, oas30: oas30, pointers: map[string]*yaml.Node{}, patterns: map[string]bool{}}
+}
+
+// schemasRef is where a document names its schemas.
+const schemasRef = "#/components/schemas/"
+
+// namedRef returns the name of the schema a reference names in
+// components/schemas, when it resolves.
+func (c *converter) namedRef(ref string) (string, bool) {
+	if !c.named {
+		return "", false
+	}
+	tok, ok := strings.CutPrefix(ref, schemasRef)
+	if !ok {
+		return "", false
+	}
+	if t, err := url.PathUnescape(tok); err == nil {
+		tok = t
+	}
+	if tok == "" || strings.Contains(tok, "/") {
+		return "", false
+	}
+	if c.resolve(ref) == nil {
+		return "", false
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~"), true
+}
+
+// schemaNames lists the document's named schemas in order.
+func (c *converter) schemaNames() []string {
+	schemas := mapValue(mapValue(deAlias(c.root), "components"), "schemas")
+	if schemas = deAlias(schemas); schemas.Kind != yaml.MappingNode {
+		return nil
+	}
+	var names []string
+	for i := 0; i+1 < len(schemas.Content); i += 2 {
+		names = append(names, schemas.Content[i].Value)
+	}
+	return names
+}
+
+// types makes the document's named schemas the tools' named types,
+// converted on demand: the converter is shared, so conversions take
+// turns.
+func (c *converter) types() *codemode.Types {
+	names := c.schemaNames()
+	if len(names) == 0 {
+		// Still a Types: it is what bounds the signatures, whose parts
+		// tools.$codemode.types reads.
+		c.named = false
+		return &codemode.Types{}
+	}
+	var mu sync.Mutex
+	done := map[string]*jsonschema.Schema{}
+	return &codemode.Types{Names: names, Schema: func(name string) *jsonschema.Schema {
+		mu.Lock()
+		defer mu.Unlock()
+		if s, ok := done[name]; ok {
+			return s
+		}
+		s := c.convertNamed(name)
+		done[name] = s
+		return s
+	}}
+}
+
+// convertNamed converts the named schema name, or returns nil when the
+// document has none by that name.
+func (c *converter) convertNamed(name string) *jsonschema.Schema {
+	schemas := mapValue(mapValue(deAlias(c.root), "components"), "schemas")
+	n := mapValue(deAlias(schemas), name)
+	if n == nil {
+		return nil
+	}
+	return c.convert(n, forBoth)
 }
 
 // refChain is the list of references expanded on the path to a subschema.
@@ -89,10 +172,11 @@ type task struct {
 
 // walk is one breadth-first conversion.
 type walk struct {
-	c      *converter
-	dir    direction
-	queue  []task
-	budget int
+	c       *converter
+	dir     direction
+	nameTop bool // a reference at the top names its type too
+	queue   []task
+	budget  int
 }
 
 // convert returns the schema for node (nil means "any": an empty schema).
@@ -101,7 +185,9 @@ func (c *converter) convert(node *yaml.Node, dir direction) *jsonschema.Schema {
 	if node == nil {
 		return root
 	}
-	w := &walk{c: c, dir: dir, budget: maxSchemaNodes}
+	// A response that is a named schema reads best as that name; a
+	// request's top is taken apart into the input's fields.
+	w := &walk{c: c, dir: dir, budget: maxSchemaNodes, nameTop: dir == forResponse}
 	w.queue = append(w.queue, task{node: node, dst: root})
 	for i := 0; i < len(w.queue); i++ {
 		t := w.queue[i]
@@ -149,6 +235,10 @@ func (w *walk) fill(t task) {
 		// is what documents mean by a description beside a $ref.
 		if !w.c.oas30 && len(n.Content) > 2 {
 			overlays = append(overlays, n)
+		}
+		if name, ok := w.c.namedRef(ref); ok && (t.depth > 0 || w.nameTop) {
+			t.dst.Ref = codemode.TypeRef(name)
+			return
 		}
 		if t.refs.count(ref) >= maxRefRepeat {
 			addNote(t.dst, fmt.Sprintf(noteRecursive, refName(ref)))
@@ -364,7 +454,14 @@ func (w *walk) properties(t task, v *yaml.Node, st *nodeState) {
 	}
 	for j := 0; j+1 < len(v.Content); j += 2 {
 		name, pn := v.Content[j].Value, v.Content[j+1]
-		if w.c.hiddenIn(pn, w.dir) {
+		if w.dir == forBoth {
+			if w.c.hiddenIn(pn, forRequest) || w.c.hiddenIn(pn, forResponse) {
+				if st.dropped == nil {
+					st.dropped = map[string]bool{}
+				}
+				st.dropped[name] = true // optional, since one side lacks it
+			}
+		} else if w.c.hiddenIn(pn, w.dir) {
 			if st.dropped == nil {
 				st.dropped = map[string]bool{}
 			}

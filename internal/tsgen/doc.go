@@ -17,9 +17,14 @@
 // well-formed TypeScript type that compiles under --strict; the tests hold
 // it to that with the TypeScript compiler.
 //
-// References are expanded inline rather than emitted as named aliases,
-// because a signature must stand alone in a prompt. Expansion is bounded:
-// a reference already being expanded becomes unknown (a cycle), and a
-// render expands at most a fixed number of references and visits at most
-// a fixed number of schemas, so any input renders in bounded time and size.
+// [Signature] and [Type] expand references inline, so that a signature
+// stands alone in a prompt. Expansion is bounded: a reference already
+// being expanded becomes unknown (a cycle), and a render expands at most
+// a fixed number of references and visits at most a fixed number of
+// schemas, so any input renders in bounded time and size.
+//
+// [Render] and [Declare] are for schemas that share named types (an
+// OpenAPI document's components): a reference Options.Named knows is
+// shown by its name, declared once elsewhere, and the text is bounded in
+// size by cutting object types out into named parts, deepest first.
 package tsgen

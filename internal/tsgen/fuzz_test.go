@@ -30,5 +30,21 @@ func FuzzType(f *testing.F) {
 		if !strings.HasPrefix(sig, "/**") && !strings.HasPrefix(sig, `tools.ns["a-b"](`) {
 			t.Fatalf("signature does not start with its path: %q", sig)
 		}
+		// Bounded renders, with every reference named: the text stays
+		// within the bound unless a single object has nothing to cut.
+		named := func(ref string) (string, bool) { return TypeName(ref), ref != "" }
+		r := Render([]string{"ns", "a-b"}, string(data), nil, data, data, Options{Named: named, MaxSize: 300, Parts: "P"})
+		if !strings.Contains(r.Text, `tools.ns["a-b"](`) {
+			t.Fatalf("render lacks its path: %q", r.Text)
+		}
+		d := Declare("T", string(data), data, Options{Named: named, MaxSize: 300})
+		if !strings.Contains(d.Text, "type T = ") {
+			t.Fatalf("declaration: %q", d.Text)
+		}
+		for _, p := range append(r.Parts, d.Parts...) {
+			if !strings.Contains(p.Name, "_") || !strings.HasPrefix(p.Text, "type "+p.Name+" = ") {
+				t.Fatalf("part %q: %q", p.Name, p.Text)
+			}
+		}
 	})
 }

@@ -17,6 +17,7 @@ const (
 	kArray // elems[0] is the element type
 	kTuple
 	kObject
+	kRef // text is the name of a declared type or a part
 )
 
 type tnode struct {
@@ -179,7 +180,7 @@ func (n *tnode) size(limit int) int {
 
 // key is the one-line form, which identifies a type for deduplication.
 func (n *tnode) key() string {
-	if n.kind == kKeyword || n.kind == kLiteral {
+	if n.kind == kKeyword || n.kind == kLiteral || n.kind == kRef {
 		return n.text
 	}
 	if n.line == "" {
@@ -218,7 +219,7 @@ func (p *printer) node(n *tnode, level int) {
 		return
 	}
 	switch n.kind {
-	case kKeyword, kLiteral:
+	case kKeyword, kLiteral, kRef:
 		p.b.WriteString(n.text)
 	case kUnion:
 		for i, e := range n.elems {

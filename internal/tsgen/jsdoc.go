@@ -40,7 +40,7 @@ func (r *renderer) propDoc(s any) []string {
 	if strings.TrimSpace(text) == "" {
 		text = str("title")
 	}
-	lines := docText(text)
+	lines := docText(plainText(text, maxFieldDoc))
 
 	tag := func(name, value string) {
 		if value != "" {

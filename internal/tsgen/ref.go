@@ -10,6 +10,11 @@ import (
 // being expanded is a cycle and renders as unknown, as does one past the
 // expansion budget or one that does not resolve.
 func (r *renderer) ref(ref string, depth int) *tnode {
+	if r.named != nil {
+		if name, ok := r.named(ref); ok {
+			return &tnode{kind: kRef, text: name}
+		}
+	}
 	target, ok := resolve(r.root, ref)
 	if !ok {
 		return tUnknown
@@ -79,6 +84,12 @@ func (r *renderer) follow(o *object) *object {
 		ref, ok := o.str("$ref")
 		if !ok {
 			return nil
+		}
+		if r.named != nil {
+			// A named type's documentation is in its declaration.
+			if _, named := r.named(ref); named {
+				return nil
+			}
 		}
 		t, ok := resolve(r.root, ref)
 		if !ok {

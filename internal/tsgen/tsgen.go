@@ -133,7 +133,8 @@ func outputType(out json.RawMessage, pretty bool) string {
 // resolve against and the budgets that keep the render bounded.
 type renderer struct {
 	root       any
-	stack      []*object // schemas being expanded through $ref, for cycles
+	named      func(ref string) (string, bool) // see Options.Named
+	stack      []*object                       // schemas being expanded through $ref, for cycles
 	expansions int
 	visits     int
 	nesting    int

@@ -55,9 +55,25 @@ func (Language) Transform(ctx context.Context, code string, asWritten bool) (*gu
 }
 
 // Signature renders the tool as a TypeScript declaration with JSDoc.
-func (Language) Signature(t guest.Tool) string {
-	return tsgen.Signature(t.Path, t.Description, t.Tags, t.Input, t.Output, true)
+func (Language) Signature(t guest.Tool) guest.Rendered {
+	return rendered(tsgen.Render(t.Path, t.Description, t.Tags, t.Input, t.Output, tsgen.Options{Named: t.Named, Parts: t.Parts, MaxSize: t.MaxSize}))
 }
+
+// Declare renders a named type as a TypeScript type alias with JSDoc.
+func (Language) Declare(t guest.Type) guest.Rendered {
+	return rendered(tsgen.Declare(t.Name, t.Description, t.Schema, tsgen.Options{Named: t.Named, Parts: t.Name}))
+}
+
+func rendered(r tsgen.Rendered) guest.Rendered {
+	out := guest.Rendered{Text: r.Text, Uses: r.Uses}
+	for _, p := range r.Parts {
+		out.Parts = append(out.Parts, guest.Part{Name: p.Name, Text: p.Text, Uses: p.Uses})
+	}
+	return out
+}
+
+// TypeName makes a TypeScript type name (see tsgen.TypeName).
+func (Language) TypeName(name string) string { return tsgen.TypeName(name) }
 
 // CallSite renders the member expression from the tools object.
 func (Language) CallSite(path []string) string { return tsgen.AccessPath(path) }

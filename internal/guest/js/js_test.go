@@ -111,7 +111,7 @@ func TestTransform(t *testing.T) {
 func TestSignatureAndCallSite(t *testing.T) {
 	in := json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`)
 	tool := guest.Tool{Path: []string{"orders", "odd-name"}, Description: "Looks up an order.", Tags: []string{"@readonly"}, Input: in}
-	if got, want := (Language{}).Signature(tool), tsgen.Signature(tool.Path, tool.Description, tool.Tags, in, nil, true); got != want {
+	if got, want := (Language{}).Signature(tool).Text, tsgen.Signature(tool.Path, tool.Description, tool.Tags, in, nil, true); got != want {
 		t.Errorf("Signature:\n%s\nwant\n%s", got, want)
 	}
 	for path, want := range map[string]string{"orders/lookup": "tools.orders.lookup", "ns/odd-name": `tools.ns["odd-name"]`} {
