@@ -38,7 +38,7 @@ Usage:
   codemode demo                         run the example program against the demo API (OpenAPI over loopback HTTP)
   codemode mcp [flags]                  serve execute over MCP (stdio, or --http ADDR) for --config servers and --openapi APIs
   codemode bench [--quick]              measure overhead, the tool-call bridge, compute (against node) and memory
-  codemode engine install|path|verify   install the pinned engine binary, show where it comes from, check it
+  codemode engine path|verify           show where the built-in engine comes from, check it
   codemode version                      print the version
   codemode help                         show this help
 
