@@ -8,8 +8,9 @@
 #
 #   --check  (the default; make engine-check) fail unless the committed
 #            files are byte-identical to the registry's
-#   --write  replace the committed files with the registry's (updating the
-#            engine: edit PROVENANCE and pin.go first, see the README there)
+#   --write  replace the committed files with the registry's and print the
+#            engine's SHA-256 when it differs from PROVENANCE's (updating
+#            the engine; see internal/enginebin/README.md)
 #
 # Needs npm, openssl and the network; nothing else in the build does.
 set -euo pipefail
@@ -35,15 +36,16 @@ if [ "$got" != "$integrity" ]; then
 fi
 tar -xzf "$tgz" -C "$tmp" "$inner" package/LICENSE
 got=$(openssl dgst -sha256 -r "$tmp/$inner" | cut -d' ' -f1)
-if [ "$got" != "$sha256" ]; then
-  echo "engine-fetch: $inner in $pkg@$version has SHA-256 $got, PROVENANCE pins $sha256" >&2
-  exit 1
-fi
 if [ "$mode" = --write ]; then
   cp "$tmp/$inner" "$dir/quickjs.wasm"
   cp "$tmp/package/LICENSE" "$dir/LICENSE"
   echo "engine-fetch: wrote $dir/quickjs.wasm and $dir/LICENSE from $pkg@$version"
+  [ "$got" = "$sha256" ] || echo "engine-fetch: its SHA-256 is $got: put that in $dir/PROVENANCE and SHA256 in $dir/pin.go"
   exit 0
+fi
+if [ "$got" != "$sha256" ]; then
+  echo "engine-fetch: $inner in $pkg@$version has SHA-256 $got, PROVENANCE pins $sha256" >&2
+  exit 1
 fi
 status=0
 for pair in "$inner:quickjs.wasm" "package/LICENSE:LICENSE"; do
