@@ -74,17 +74,8 @@ cross:
 staticcheck:
 	go tool -modfile=tools/go.mod staticcheck ./...
 
-# wazero's compiler (the wazevo ssa, backend, frontend and wazevoapi
-# packages) is built without race instrumentation: it runs on one
-# goroutine inside CompileModule, over data no other goroutine sees, and
-# instrumented it made every engine compile (one or more per test binary,
-# and per process a test starts) five to ten times slower. Our code and
-# wazero's runtime stay instrumented. RATIONALE.md has the numbers.
-WAZEVO := github.com/tetratelabs/wazero/internal/engine/wazevo
-RACEFLAGS := -race $(foreach p,ssa backend/... frontend wazevoapi,-gcflags=$(WAZEVO)/$(p)=-race=false)
-
 gotest:
-	go test $(RACEFLAGS) -count=1 ./...
+	go test -race -count=1 ./...
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...
