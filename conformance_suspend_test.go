@@ -107,6 +107,13 @@ func (h *confHost) runSuspended(t *testing.T, c confCase) (Result, []int) {
 	opts := h.options(t, c)
 	opts.StateKey = testStateKey
 	opts.TimeoutIncludesSuspended = true
+	if c.Limits == nil || c.Limits.TimeoutMs == nil {
+		// The default 10 s is the program's; here every wait also writes
+		// the run to bytes and restores it in a new Runtime, which for a
+		// case with 150 sequential calls on a busy machine under -race
+		// took longer than that.
+		opts.Timeout = time.Minute
+	}
 	rt, err := New(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -126,13 +126,11 @@ type Options struct {
 	// CacheDir is not used.
 	CacheDir string
 
-	// EngineWasm is the QuickJS-NG engine binary to use instead of
-	// resolving it; it must be the pinned build (New fails with
-	// ErrEngineMismatch otherwise). Nil means resolve it once per process,
-	// in order: a copy built in with -tags codemode_embed, the file
-	// $CODEMODE_ENGINE_WASM names, the per-user cache ($CODEMODE_CACHE_DIR,
-	// default os.UserCacheDir()/codemode), then `npm pack` of the pinned
-	// quickjs-wasi version when npm is on PATH, which fills the cache.
+	// EngineWasm is the QuickJS-NG engine binary to use instead of the
+	// one built into every build; it must be the pinned build (New fails
+	// with ErrEngineMismatch otherwise). Nil means the file
+	// $CODEMODE_ENGINE_WASM names when that is set, else the built-in
+	// copy. Nothing is fetched or installed either way.
 	EngineWasm []byte
 
 	// TracerProvider, when set, traces every run: a span

@@ -158,10 +158,10 @@ var (
 	ErrStopped = errors.New("codemode: run stopped: the runtime was closed")
 )
 
-// ErrEngineUnavailable is wrapped by the error New returns when the engine
-// binary is in none of the places it is looked for (see
-// Options.EngineWasm). The message says why for each and ends with the
-// command that installs it.
+// ErrEngineUnavailable is wrapped by the error New returns when the file
+// $CODEMODE_ENGINE_WASM names cannot be read (see Options.EngineWasm).
+// The message says to unset the variable, which leaves the engine built
+// into every build.
 var ErrEngineUnavailable = sandbox.ErrEngineUnavailable
 
 // ErrEngineMismatch is wrapped by the error New returns when engine bytes

@@ -105,7 +105,7 @@ return big.length`
 // the whole call took and whether it returned a state. Run it once per
 // process for peaks that do not include an earlier op's garbage:
 //
-//	go test -tags codemode_embed -run '^$' -bench SuspendLarge -benchtime 1x .
+//	go test -run '^$' -bench SuspendLarge -benchtime 1x .
 func BenchmarkSuspendLarge(b *testing.B) {
 	for _, mode := range []string{"suspend", "execute", "timeout-5s"} {
 		b.Run(mode, func(b *testing.B) {

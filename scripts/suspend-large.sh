@@ -4,11 +4,11 @@
 # the builds alternate (and swap order each round) so both see the same
 # phases of a noisy machine, and the medians over the rounds are printed.
 #
-#   go test -tags codemode_embed -c -o /tmp/after.test .
+#   go test -c -o /tmp/after.test .
 #   mkdir /tmp/before && git archive COMMIT | tar -x -C /tmp/before
 #   cp internal/enginebin/quickjs.wasm /tmp/before/internal/enginebin/  # internal/engine/ before the rename
 #   cp suspend_bench_test.go /tmp/before/  # the benchmark uses only the public API
-#   (cd /tmp/before && go test -tags codemode_embed -c -o /tmp/before.test .)
+#   (cd /tmp/before && go test -c -o /tmp/before.test .)
 #   scripts/suspend-large.sh /tmp/before.test /tmp/after.test 7
 set -euo pipefail
 before=$1 after=$2 rounds=${3:-5}

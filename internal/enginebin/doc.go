@@ -1,17 +1,15 @@
-// Package enginebin finds the QuickJS-NG engine binary (quickjs.wasm from the
-// npm package quickjs-wasi) and checks it against the pinned build.
+// Package enginebin holds the QuickJS-NG engine binary (quickjs.wasm from
+// the npm package quickjs-wasi) and checks engine bytes against the
+// pinned build.
 //
-// The binary is a third-party build the repository does not contain, so a
-// module download lacks it and nothing may need it at compile time.
-// [Resolve] finds it at run time, in a fixed order: bytes the host
-// supplies, the copy a codemode_embed build carries, the file
-// $CODEMODE_ENGINE_WASM names, the per-user cache keyed by the hash, and
-// finally npm pack of the pinned version. Every source is checked against
-// [SHA256]; when none has the engine the error ends with the command that
-// installs it.
+// The binary is committed beside this file with its licence and a
+// PROVENANCE file, and embedded in every build, so a module download has
+// it and nothing is fetched at run time. [Resolve] returns it, or the
+// bytes that replace it: those a host supplies, then the file
+// $CODEMODE_ENGINE_WASM names. Every source is checked against [SHA256].
 //
 // This package only delivers bytes; internal/quickjs compiles and runs
 // them, and is the only package that knows WebAssembly. Hence the name:
-// the engine binary, as a file to find and check, not the engine that
-// runs it (in wazero's vocabulary an engine is the compiler).
+// the engine binary, as a file to check, not the engine that runs it (in
+// wazero's vocabulary an engine is the compiler).
 package enginebin

@@ -1,13 +1,10 @@
-//go:build codemode_embed
-
 package enginebin
 
 import _ "embed"
 
-// embedded is the engine built into this binary. Only builds with the
-// codemode_embed tag have it (the Makefile's, after `make wasm` copied the
-// verified file here); a module download lacks quickjs.wasm, so the
-// untagged build must not name it.
+// embedded is the pinned engine, committed beside this file (see
+// PROVENANCE) and so part of every module download: every build carries
+// it, and nothing has to be fetched or installed at run time.
 //
 //go:embed quickjs.wasm
 var embedded []byte

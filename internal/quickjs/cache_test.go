@@ -64,13 +64,30 @@ func warmCache(t testing.TB) (dir, entry string) {
 	return dir, entries[0].Path
 }
 
-// warm is the directory warmCache compiled into, removed by TestMain.
-var warm string
+// warm is the directory warmCache compiled into, and shared the one
+// sharedCacheDir returns; TestMain removes both.
+var warm, shared string
+
+// sharedCacheDir returns the compilation cache newTestEngine gives engines
+// that have none (no test here runs in parallel with another).
+func sharedCacheDir(t testing.TB) string {
+	t.Helper()
+	if shared == "" {
+		d, err := os.MkdirTemp("", "codemode-shared-cache-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared = d
+	}
+	return shared
+}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if warm != "" {
-		_ = os.RemoveAll(warm)
+	for _, d := range []string{warm, shared} {
+		if d != "" {
+			_ = os.RemoveAll(d)
+		}
 	}
 	os.Exit(code)
 }

@@ -28,6 +28,13 @@ func newTestEngine(t testing.TB, cfg Config) *Engine {
 	if cfg.Wasm == nil {
 		cfg.Wasm = testWasm(t)
 	}
+	if cfg.CacheDir == "" {
+		// Compiling is the slow step (seconds, ten times that under
+		// -race), so engines whose tests are not about compiling or the
+		// cache load what the first one compiled. Those tests name a
+		// CacheDir of their own.
+		cfg.CacheDir, cfg.CacheKey = sharedCacheDir(t), testCacheKey
+	}
 	e, err := NewEngine(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ func waitFor(cond func() bool) bool {
 // nothing, its second makes the image in the background, and later runs
 // take instances from it, reused once their run is over.
 func TestImageAfterSecondRun(t *testing.T) {
-	s, err := New(context.Background(), Options{})
+	s, err := New(context.Background(), testOptions(Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestImageAfterSecondRun(t *testing.T) {
 // still be under way: Close must return, and no goroutine may remain.
 func TestPoolsStopCleanly(t *testing.T) {
 	before := runtime.NumGoroutine()
-	s, err := New(context.Background(), Options{})
+	s, err := New(context.Background(), testOptions(Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func BenchmarkReturn1(b *testing.B) {
 		boot bool
 	}{{"image", false}, {"boot", true}} {
 		b.Run(mode.name, func(b *testing.B) {
-			s, err := New(context.Background(), Options{BootEveryRun: mode.boot})
+			s, err := New(context.Background(), testOptions(Options{BootEveryRun: mode.boot}))
 			if err != nil {
 				b.Fatal(err)
 			}

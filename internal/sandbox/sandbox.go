@@ -65,12 +65,9 @@ type Options struct {
 	// is not used, since the cache only saves time.
 	CacheKey []byte
 
-	// EngineWasm is the QuickJS-NG engine binary to use instead of
-	// resolving it; it must be the pinned build. Nil means resolve it, in
-	// order: a copy built in with -tags codemode_embed, the file
-	// $CODEMODE_ENGINE_WASM names, the per-user cache
-	// ($CODEMODE_CACHE_DIR, default os.UserCacheDir()/codemode), and
-	// `npm pack` of the pinned version when npm is on PATH.
+	// EngineWasm is the QuickJS-NG engine binary to use instead of the
+	// built-in one; it must be the pinned build. Nil means the file
+	// $CODEMODE_ENGINE_WASM names when that is set, else the built-in copy.
 	EngineWasm []byte
 
 	// BootEveryRun makes every run boot its own instance instead of taking
@@ -79,9 +76,9 @@ type Options struct {
 	BootEveryRun bool
 }
 
-// ErrEngineUnavailable is wrapped by the error [New] returns when no
-// source has the engine binary. Its message lists why each source failed
-// and ends with the command that installs the engine.
+// ErrEngineUnavailable is wrapped by the error [New] returns when the
+// file $CODEMODE_ENGINE_WASM names cannot be read. Its message says to
+// unset the variable, which leaves the built-in engine.
 var ErrEngineUnavailable = enginebin.ErrUnavailable
 
 // ErrEngineMismatch is wrapped by the error [New] returns when engine

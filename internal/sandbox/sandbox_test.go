@@ -15,7 +15,7 @@ var testSandbox *Sandbox
 func sb(t testing.TB) *Sandbox {
 	t.Helper()
 	if testSandbox == nil {
-		s, err := New(context.Background(), Options{})
+		s, err := New(context.Background(), testOptions(Options{}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +175,7 @@ func TestLogCap(t *testing.T) {
 }
 
 func TestCloseWaitsForRuns(t *testing.T) {
-	s, err := New(context.Background(), Options{})
+	s, err := New(context.Background(), testOptions(Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func TestImageSameInEveryProcess(t *testing.T) {
 
 func newSandbox(t *testing.T) *Sandbox {
 	t.Helper()
-	s, err := New(context.Background(), Options{})
+	s, err := New(context.Background(), testOptions(Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ Usage:
   codemode serve [--worker] [flags]     serve execute like mcp, running programs on a cluster's workers (NATS JetStream)
   codemode worker [flags]               run the programs of a cluster's fronts
   codemode bench [--quick]              measure overhead, the tool-call bridge, compute (against node) and memory
-  codemode engine install|path|verify   install the pinned engine binary, show where it comes from, check it
+  codemode engine path|verify           show where the built-in engine comes from, check it
   codemode version                      print the version
   codemode help                         show this help
 

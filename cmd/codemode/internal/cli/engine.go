@@ -1,15 +1,11 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"os/signal"
 
 	"github.com/codemode-go/codemode/internal/enginebin"
 	"github.com/codemode-go/codemode/internal/quickjs"
@@ -18,26 +14,22 @@ import (
 )
 
 var engineUsage = `Usage:
-  codemode engine install [FILE]   put the pinned engine in the per-user cache: fetch it
-                                   with npm, or copy FILE (quickjs.wasm, or the npm tarball
-                                   quickjs-wasi-` + enginebin.PackageVersion + `.tgz) for hosts without a network
-  codemode engine path             print where the engine resolves from: SOURCE<TAB>WHERE
+  codemode engine path             print where the engine comes from: SOURCE<TAB>WHERE
   codemode engine verify [--cache-dir DIR]
-                                   check every engine binary present against the pinned hash,
-                                   and the compiled engine cache (DIR, default the one the
+                                   check the engine binary against the pinned hash, and
+                                   the compiled engine cache (DIR, default the one the
                                    other commands use) against the per-user key that signs it
+  codemode engine install          does nothing: the engine is built in (kept so that
+                                   scripts which ran it still work)
 
 The engine is QuickJS-NG from npm quickjs-wasi@` + enginebin.PackageVersion + `, SHA-256
 ` + enginebin.SHA256 + `.
-It is resolved at run time, in order: the copy built in with -tags
-codemode_embed, the file $` + enginebin.EnvWasm + ` names, the per-user cache
-($` + enginebin.EnvCacheDir + ` or the user cache directory, then
-codemode/engine/SHA256/quickjs.wasm), and npm pack when npm is on PATH,
-which fills the cache. Compiled code is loaded from a cache directory
-only when it belongs to you, only you can write it, and the key in
-$` + secret.EnvConfigDir + `/cache.key (default the user config directory,
-then codemode/cache.key) signed it; verify reports each entry that is
-unsigned (it is compiled afresh) or fails its MAC.
+It is built into this binary. $` + enginebin.EnvWasm + `, when set, names a file
+to read it from instead, which must hold the same build. Compiled code is
+loaded from a cache directory only when it belongs to you, only you can
+write it, and the key in $` + secret.EnvConfigDir + `/cache.key (default the user
+config directory, then codemode/cache.key) signed it; verify reports each
+entry that is unsigned (it is compiled afresh) or fails its MAC.
 `
 
 func engineCmd(args []string, stdout, stderr io.Writer) int {
@@ -50,7 +42,12 @@ func engineCmd(args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, engineUsage)
 		return exitOK
-	case "install", "path", "verify":
+	case "install":
+		// Once the way to fetch the engine; now there is nothing to
+		// fetch, and a script that still runs it should go on working.
+		fmt.Fprintf(stderr, "codemode engine install: nothing to install: the engine (quickjs-wasi@%s) is built into codemode; `codemode engine verify` checks it\n", enginebin.PackageVersion)
+		return exitOK
+	case "path", "verify":
 	default:
 		return unknownCommand(stderr, "codemode engine", name, []string{"install", "path", "verify", "help"}, "codemode engine help")
 	}
@@ -65,142 +62,63 @@ func engineCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return parseError(err)
 	}
-	maxArgs := 0
-	if name == "install" {
-		maxArgs = 1
-	}
-	if len(rest) > maxArgs {
+	if len(rest) > 0 {
 		return usageFailed(stderr, "codemode engine "+name, "unexpected arguments %q", rest)
-	}
-	arg := ""
-	if len(rest) == 1 {
-		arg = rest[0]
 	}
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "codemode engine %s: %v\n", name, err)
 		return exitFailure
 	}
-	switch name {
-	case "install":
-		return engineInstall(arg, stdout, stderr, fail)
-	case "path":
+	if name == "path" {
 		return enginePath(stdout, fail)
 	}
 	return engineVerify(cacheDir, stdout, fail)
 }
 
-// engineInstall writes the engine to the cache from FILE, or from npm when
-// file is empty, and prints the cache file's path.
-func engineInstall(file string, stdout, stderr io.Writer, fail func(error) int) int {
-	root, err := enginebin.CacheRoot()
-	if err != nil {
-		return fail(fmt.Errorf("no per-user cache directory (%v): set $%s", err, enginebin.EnvCacheDir))
-	}
-	var b []byte
-	src := enginebin.Source{Kind: enginebin.File, Path: file}
-	if file != "" {
-		if b, err = os.ReadFile(file); err != nil {
-			return fail(err)
-		}
-		// An npm tarball is gzip; a wasm module starts with "\0asm".
-		if bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
-			if b, err = enginebin.FromTarball(b, src); err != nil {
-				return fail(err)
-			}
-		}
-	} else {
-		path := enginebin.CachePath(root)
-		if cur, err := os.ReadFile(path); err == nil && enginebin.Verify(cur, enginebin.Source{}) == nil {
-			fmt.Fprintln(stdout, path)
-			return exitOK
-		}
-		npm := enginebin.DefaultFinder().Npm
-		if npm == "" {
-			return fail(fmt.Errorf("npm is not on PATH: install Node.js, or run `npm pack quickjs-wasi@%s` on a machine that has it and then `codemode engine install quickjs-wasi-%[1]s.tgz` here", enginebin.PackageVersion))
-		}
-		fmt.Fprintf(stderr, "fetching quickjs-wasi@%s with npm...\n", enginebin.PackageVersion)
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-		defer stop()
-		src = enginebin.Source{Kind: enginebin.Npm}
-		if b, err = enginebin.FetchNpm(ctx, npm); err != nil {
-			return fail(err)
-		}
-	}
-	path, err := enginebin.Install(root, b, src)
-	if err != nil {
-		return fail(err)
-	}
-	fmt.Fprintln(stdout, path)
-	return exitOK
-}
-
-// enginePath prints the source a program would resolve the engine from.
-// It never fetches: when only npm would do, it says so.
+// enginePath prints the source a program would take the engine from.
 func enginePath(stdout io.Writer, fail func(error) int) int {
-	f := enginebin.DefaultFinder()
-	npm := f.Npm
-	f.Npm = ""
-	_, src, err := f.Find(context.Background())
-	switch {
-	case err == nil:
-	case errors.Is(err, enginebin.ErrUnavailable) && npm != "" && src.Kind == 0:
-		where := "npm pack quickjs-wasi@" + enginebin.PackageVersion + ", on first use"
-		if f.CacheRoot != "" {
-			where += ", into " + enginebin.CachePath(f.CacheRoot)
-		}
-		fmt.Fprintf(stdout, "%s\t%s\n", enginebin.Npm, where)
-		return exitOK
-	default:
+	_, src, err := enginebin.DefaultFinder().Find(context.Background())
+	if err != nil {
 		return fail(err)
 	}
-	where := src.Path
-	if src.Kind == enginebin.Embedded {
-		where = "built into this binary"
-	}
-	fmt.Fprintf(stdout, "%s\t%s\n", src.Kind, where)
+	fmt.Fprintf(stdout, "%s\t%s\n", src.Kind, where(src))
 	return exitOK
 }
 
-// engineVerify hashes every engine binary present, one line each:
+func where(src enginebin.Source) string {
+	if src.Kind == enginebin.Embedded {
+		return "built into this binary"
+	}
+	return src.Path
+}
+
+// engineVerify hashes the engine binary, and the file $CODEMODE_ENGINE_WASM
+// names when it is set, one line each:
 // SOURCE<TAB>WHERE<TAB>SHA256<TAB>ok|MISMATCH (or the read error); then
 // checks the compiled code in cacheDir (see verifyCompiled).
 func engineVerify(cacheDir string, stdout io.Writer, fail func(error) int) int {
 	f := enginebin.DefaultFinder()
 	fmt.Fprintf(stdout, "pinned\tquickjs-wasi@%s\t%s\n", enginebin.PackageVersion, enginebin.SHA256)
-	present, bad := 0, 0
-	report := func(kind enginebin.Kind, where string, b []byte, err error) {
-		present++
-		switch {
-		case err != nil:
-			bad++
-			fmt.Fprintf(stdout, "%s\t%s\t-\t%v\n", kind, where, err)
-		case enginebin.Verify(b, enginebin.Source{}) != nil:
-			bad++
-			fmt.Fprintf(stdout, "%s\t%s\t%s\tMISMATCH\n", kind, where, enginebin.Sum(b))
-		default:
-			fmt.Fprintf(stdout, "%s\t%s\t%s\tok\n", kind, where, enginebin.Sum(b))
-		}
-	}
-	if len(f.Embedded) > 0 {
-		report(enginebin.Embedded, "built into this binary", f.Embedded, nil)
-	}
-	if f.EnvPath != "" {
-		b, err := os.ReadFile(f.EnvPath)
-		report(enginebin.Env, f.EnvPath, b, err)
-	}
-	if f.CacheRoot != "" {
-		path := enginebin.CachePath(f.CacheRoot)
-		b, err := os.ReadFile(path)
-		if !errors.Is(err, fs.ErrNotExist) {
-			report(enginebin.Cache, path, b, err)
-		}
-	}
 	var errs []error
-	switch {
-	case present == 0:
-		errs = append(errs, errors.New("no engine binary present; run: codemode engine install"))
-	case bad > 0:
-		errs = append(errs, fmt.Errorf("%d of %d engine binaries are not the pinned build", bad, present))
+	report := func(src enginebin.Source, err error) {
+		var mm *enginebin.MismatchError
+		switch {
+		case errors.As(err, &mm):
+			fmt.Fprintf(stdout, "%s\t%s\t%s\tMISMATCH\n", src.Kind, where(src), mm.Got)
+		case err != nil:
+			fmt.Fprintf(stdout, "%s\t%s\t-\t%v\n", src.Kind, where(src), err)
+		default:
+			fmt.Fprintf(stdout, "%s\t%s\t%s\tok\n", src.Kind, where(src), enginebin.SHA256)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	src := enginebin.Source{Kind: enginebin.Embedded}
+	report(src, enginebin.Verify(f.Embedded, src))
+	if f.EnvPath != "" {
+		_, src, err := enginebin.Finder{EnvPath: f.EnvPath}.Find(context.Background())
+		report(src, err)
 	}
 	if cacheDir != "" {
 		if err := verifyCompiled(cacheDir, stdout); err != nil {

@@ -108,7 +108,7 @@ func (r *runtimeFlags) options(tools codemode.Tools) codemode.Options {
 	return o
 }
 
-// defaultCacheDir keeps compiled code beside the engine binary, under the
+// defaultCacheDir keeps compiled code in codemode's per-user cache, under the
 // root $CODEMODE_CACHE_DIR moves.
 func defaultCacheDir() string {
 	if d, err := enginebin.CacheRoot(); err == nil {
