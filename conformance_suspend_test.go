@@ -44,12 +44,26 @@ func TestConformanceSuspended(t *testing.T) {
 		t.Run(c.ID, func(t *testing.T) {
 			t.Parallel()
 			res, steps := h.runSuspended(t, c)
+			// A case that races sleeps and timers (a 5 ms call against a
+			// 40 ms one) can lose its race on a machine busy enough to
+			// delay a goroutine by more than the margin; such a case is
+			// run again, and fails only when it fails every time. A case
+			// that does not depend on time gets one try.
+			for try := 1; try < 3 && !untimed(c) && checkExpect(c.Expect, res) != ""; try++ {
+				t.Logf("try %d lost a race (%s); again", try, checkExpect(c.Expect, res))
+				res, steps = h.runSuspended(t, c)
+			}
 			if msg := checkExpect(c.Expect, res); msg != "" {
 				t.Errorf("suspended: %s\ncode: %s\nresult: %s", msg, c.Code, clip(res))
 			}
 			direct, err := Execute(context.Background(), h.options(t, c), c.Code)
 			if err != nil {
 				t.Fatal(err)
+			}
+			for try := 1; try < 3 && !untimed(c) && sameResult(direct, res) != ""; try++ {
+				if direct, err = Execute(context.Background(), h.options(t, c), c.Code); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if d := sameResult(direct, res); d != "" {
 				t.Errorf("suspended and direct results differ: %s\ncode: %s\ndirect:    %s\nsuspended: %s", d, c.Code, clip(direct), clip(res))
@@ -277,6 +291,11 @@ func TestConformanceSuspendedAcrossProcesses(t *testing.T) {
 			direct, err := Execute(context.Background(), h.options(t, c), c.Code)
 			if err != nil {
 				t.Fatal(err)
+			}
+			for try := 1; try < 3 && !untimed(c) && sameResult(direct, res) != ""; try++ {
+				if direct, err = Execute(context.Background(), h.options(t, c), c.Code); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if d := sameResult(direct, res); d != "" {
 				t.Errorf("results differ in %s\ndirect: %s\nacross processes: %s", d, clip(direct), clip(res))
