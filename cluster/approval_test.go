@@ -23,14 +23,7 @@ func askCharge(_ context.Context, c codemode.Call) codemode.Decision {
 
 func startAskingWorker(t *testing.T, n *Node, fx *effects) {
 	t.Helper()
-	w, err := NewWorker(n, codemode.Options{CacheDir: engineCache, Tools: shopTools(fx, nil), StateKey: testKey, Timeout: 30 * time.Second, Policy: askCharge}, WorkerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done; w.Close() })
+	runWorker(t, n, codemode.Options{Tools: shopTools(fx, nil), Timeout: 30 * time.Second, Policy: askCharge}, WorkerOptions{})
 }
 
 const chargeProgram = `

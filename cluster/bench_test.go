@@ -25,21 +25,9 @@ func BenchmarkCluster(b *testing.B) {
 		{"charge5", `for (let i = 0; i < 5; i++) await tools.shop.charge({ order: "a" + i }); return 5`},
 		{"price5", `let s = 0; for (let i = 0; i < 5; i++) s += await tools.shop.price({ sku: "a" }); return s`},
 	}
-	dir := b.TempDir()
-	n, err := Open(context.Background(), Config{DataDir: dir})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer n.Close()
+	n := openNode(b, Config{})
 	var fx effects
-	w, err := NewWorker(n, codemode.Options{Tools: shopTools(&fx, nil), StateKey: testKey, Timeout: 30 * time.Second}, WorkerOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(ctx) }()
-	defer func() { cancel(); <-done; w.Close() }()
+	runWorker(b, n, codemode.Options{Tools: shopTools(&fx, nil), Timeout: 30 * time.Second}, WorkerOptions{})
 	local, err := codemode.New(codemode.Options{Tools: shopTools(&fx, nil), StateKey: testKey, Timeout: 30 * time.Second})
 	if err != nil {
 		b.Fatal(err)
@@ -73,20 +61,9 @@ func BenchmarkCluster(b *testing.B) {
 // run (go test ./cluster -bench Parked -benchtime 2000x -run ^$).
 func BenchmarkParkedRuns(b *testing.B) {
 	dir := b.TempDir()
-	n, err := Open(context.Background(), Config{DataDir: dir})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer n.Close()
+	n := openNode(b, Config{DataDir: dir})
 	var fx effects
-	w, err := NewWorker(n, codemode.Options{Tools: shopTools(&fx, nil), StateKey: testKey, Timeout: 30 * time.Second, Policy: askCharge}, WorkerOptions{MaxRuns: 8})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(ctx) }()
-	defer func() { cancel(); <-done; w.Close() }()
+	runWorker(b, n, codemode.Options{Tools: shopTools(&fx, nil), Timeout: 30 * time.Second, Policy: askCharge}, WorkerOptions{MaxRuns: 8})
 	front, err := codemode.New(codemode.Options{Tools: shopTools(nil, nil)})
 	if err != nil {
 		b.Fatal(err)

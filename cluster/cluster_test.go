@@ -90,7 +90,7 @@ func shopTools(fx *effects, block chan struct{}) codemode.Tools {
 	}}
 }
 
-func openNode(t *testing.T, cfg Config) *Node {
+func openNode(t testing.TB, cfg Config) *Node {
 	t.Helper()
 	if cfg.URL == "" && cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
@@ -103,10 +103,19 @@ func openNode(t *testing.T, cfg Config) *Node {
 	return n
 }
 
-// startWorker runs a worker until the test ends.
-func startWorker(t *testing.T, n *Node, tools codemode.Tools) *Worker {
+// startWorker runs a worker with tools until the test ends.
+func startWorker(t testing.TB, n *Node, tools codemode.Tools) *Worker {
 	t.Helper()
-	w, err := NewWorker(n, codemode.Options{CacheDir: engineCache, Tools: tools, StateKey: testKey, Timeout: 30 * time.Second}, WorkerOptions{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	return runWorker(t, n, codemode.Options{Tools: tools, Timeout: 30 * time.Second}, WorkerOptions{
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+}
+
+// runWorker runs a worker until the test ends; opts get the test's
+// state key and engine cache.
+func runWorker(t testing.TB, n *Node, opts codemode.Options, wo WorkerOptions) *Worker {
+	t.Helper()
+	opts.StateKey, opts.CacheDir = testKey, engineCache
+	w, err := NewWorker(n, opts, wo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +126,7 @@ func startWorker(t *testing.T, n *Node, tools codemode.Tools) *Worker {
 	return w
 }
 
-func front(t *testing.T, tools codemode.Tools) *codemode.Runtime {
+func front(t testing.TB, tools codemode.Tools) *codemode.Runtime {
 	t.Helper()
 	rt, err := codemode.New(codemode.Options{CacheDir: engineCache, Tools: tools, StateKey: testKey})
 	if err != nil {
@@ -349,5 +358,22 @@ func TestServerVersions(t *testing.T) {
 		if tooOld(v) != old {
 			t.Errorf("tooOld(%q) = %v", v, !old)
 		}
+	}
+}
+
+// A result too large for a record ends the run with a diagnostic, rather
+// than failing every attempt to record it until the job is given up.
+func TestResultTooLargeForARecord(t *testing.T) {
+	n := openNode(t, Config{})
+	startWorker(t, n, shopTools(&effects{}, nil))
+	rt := front(t, shopTools(nil, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := n.Execute(ctx, rt, `return "x".repeat(9 << 20)`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK || res.Error == nil || !strings.Contains(res.Error.Message, "a cluster run can hand back") {
+		t.Fatalf("%.300v", res)
 	}
 }

@@ -31,14 +31,7 @@ func TestMCPServerOnTheCluster(t *testing.T) {
 	}}
 	policy := codemode.Rules{ReadOnly: codemode.Allow, Destructive: codemode.Deny, Default: codemode.Ask}.Policy()
 	n := openNode(t, Config{})
-	w, err := NewWorker(n, codemode.Options{CacheDir: engineCache, Tools: tools, StateKey: testKey, Timeout: 30 * time.Second, Policy: policy}, WorkerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done; w.Close() })
+	runWorker(t, n, codemode.Options{Tools: tools, Timeout: 30 * time.Second, Policy: policy}, WorkerOptions{})
 
 	srv, err := mcp.NewServer(mcp.ServerOptions{Runtime: codemode.Options{CacheDir: engineCache, Tools: tools, Policy: policy}, Executor: n})
 	if err != nil {

@@ -62,7 +62,7 @@ func TestStreamLeaderKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-server cluster")
 	}
-	const token = "test-token-0123456789abcdef"
+	const secret = "test-token-0123456789abcdef"
 	var client, route [3]int
 	for i := range 3 {
 		client[i], route[i] = freePort(t), freePort(t)
@@ -74,7 +74,7 @@ func TestStreamLeaderKilled(t *testing.T) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		name, err := token32(filepath.Join(dir, "name"))
+		name, err := token(filepath.Join(dir, "name")) // the server's name, before it starts
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +86,7 @@ func TestStreamLeaderKilled(t *testing.T) {
 		}
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), envServerDir+"="+dir, envServerListen+"=127.0.0.1:"+strconv.Itoa(client[i]),
-			envServerRoute+"=127.0.0.1:"+strconv.Itoa(route[i]), envServerRoutes+"="+strings.Join(routes, ","), envServerToken+"="+token)
+			envServerRoute+"=127.0.0.1:"+strconv.Itoa(route[i]), envServerRoutes+"="+strings.Join(routes, ","), envServerToken+"="+secret)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -107,8 +107,10 @@ func TestStreamLeaderKilled(t *testing.T) {
 			}
 		}
 	}
-	cfg := Config{URL: strings.Join(urls, ","), Options: []nats.Option{nats.Token(token)}, Replicas: 3, AckWait: time.Second}
+	cfg := Config{URL: strings.Join(urls, ","), Options: []nats.Option{nats.Token(secret)}, Replicas: 3, AckWait: time.Second}
+	formed := time.Now()
 	n := openNode(t, cfg)
+	t.Logf("the cluster answered %v after its servers listened", time.Since(formed).Round(time.Millisecond))
 	var fx effects
 	startWorker(t, openNode(t, cfg), shopTools(&fx, nil))
 	startWorker(t, openNode(t, cfg), shopTools(&fx, nil))
@@ -205,6 +207,3 @@ func kvLeader(ctx context.Context, t *testing.T, n *Node) string {
 	}
 	return ""
 }
-
-// token32 is token, for the test to learn a server's name before it starts.
-func token32(path string) (string, error) { return token(path) }

@@ -57,6 +57,13 @@ func NewWorker(n *Node, opts codemode.Options, wo WorkerOptions) (*Worker, error
 		return nil, errors.New("cluster: a worker needs Options.StateKey, the same on every worker")
 	}
 	opts.Policy = durable(opts.Policy)
+	// A state travels in its run's record, base64 in JSON, and a record
+	// is one message: a bigger state would fail every checkpoint, and the
+	// run would go from worker to worker until it was given up. Capped,
+	// the run fails at once saying its state is too large.
+	if limit := recordRoom(n); opts.MaxStateBytes <= 0 || opts.MaxStateBytes > limit {
+		opts.MaxStateBytes = limit
+	}
 	rt, err := codemode.New(opts)
 	if err != nil {
 		return nil, err
@@ -89,6 +96,11 @@ func (w *Worker) SetTools(tools codemode.Tools) error {
 	w.mu.Unlock()
 	return nil
 }
+
+// recordRoom is the most bytes of a run's record: the servers' largest
+// message, less room for headers, with its state's bytes counted as
+// base64.
+func recordRoom(n *Node) int64 { return (n.nc.MaxPayload() - 64<<10) * 3 / 4 }
 
 // durable wraps a host's policy for a worker: allowed calls of tools that
 // are neither read-only nor idempotent are held (Hold)
@@ -320,6 +332,12 @@ func (w *Worker) drive(ctx context.Context, rt *codemode.Runtime, j job, rec rec
 		res.ToolCalls = []codemode.ToolCall{}
 	}
 	rec.Status, rec.State, rec.Result = finished, nil, &res
+	if b := mustJSON(rec); int64(len(b)) > recordRoom(w.node) {
+		// Kept whole, it would fail every attempt to record it.
+		res = codemode.Result{ToolCalls: res.ToolCalls, Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure,
+			Message: fmt.Sprintf("the program's result is %d bytes, more than the %d a cluster run can hand back; return less (or set MaxOutputBytes)", len(b), recordRoom(w.node))}}
+		rec.Result = &res
+	}
 	if _, err := w.node.runs.Update(context.WithoutCancel(ctx), runKey(j.ID), mustJSON(rec), rev); err != nil {
 		return false, "recording the result: " + err.Error()
 	}
