@@ -111,42 +111,70 @@ type kvValues struct {
 }
 
 // Keys of the bucket are hashes: sessions and keys are any text, and a
-// KV key allows few characters.
+// KV key allows few characters. Each value is written once under a key
+// of its own, which the session's index names: a write that loses the
+// index's compare-and-swap leaves no trace in what the index says, so the
+// index's sizes are the values' sizes whatever the interleaving.
 func hashed(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:20])
 }
 
-func indexKey(session string) string      { return "i." + hashed(session) }
-func valueKey(session, key string) string { return "v." + hashed(session) + "." + hashed(key) }
+func indexKey(session string) string     { return "i." + hashed(session) }
+func valueKey(session, id string) string { return "v." + hashed(session) + "." + id }
 
-func (v *kvValues) index(ctx context.Context, session string) (store.Index, uint64, error) {
+// ref is an index entry: a value's size and the id it is kept under.
+type ref struct {
+	N  int    `json:"n"`
+	ID string `json:"id"`
+}
+
+func (v *kvValues) index(ctx context.Context, session string) (map[string]ref, uint64, error) {
 	e, err := v.kv.Get(ctx, indexKey(session))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return store.Index{}, 0, nil
+		return map[string]ref{}, 0, nil
 	}
 	if err != nil {
 		return nil, 0, err
 	}
-	x := store.Index{}
+	x := map[string]ref{}
 	if err := json.Unmarshal(e.Value(), &x); err != nil {
 		return nil, 0, fmt.Errorf("cluster: the index of a session's values: %w", err)
 	}
 	return x, e.Revision(), nil
 }
 
+func sizes(x map[string]ref) store.Index {
+	out := make(store.Index, len(x))
+	for k, r := range x {
+		out[k] = r.N
+	}
+	return out
+}
+
 func (v *kvValues) Get(ctx context.Context, session, key string) (json.RawMessage, bool, error) {
 	if err := store.CheckKey(key); err != nil {
 		return nil, false, err
 	}
-	e, err := v.kv.Get(ctx, valueKey(session, key))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, false, nil
+	for range 10 {
+		x, _, err := v.index(ctx, session)
+		if err != nil {
+			return nil, false, err
+		}
+		r, ok := x[key]
+		if !ok {
+			return nil, false, nil
+		}
+		e, err := v.kv.Get(ctx, valueKey(session, r.ID))
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // replaced between the two reads: read the index again
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		return json.RawMessage(e.Value()), true, nil
 	}
-	if err != nil {
-		return nil, false, err
-	}
-	return json.RawMessage(e.Value()), true, nil
+	return nil, false, errors.New("cluster: the value keeps changing under the read; try again")
 }
 
 func (v *kvValues) Put(ctx context.Context, session, key string, value json.RawMessage) error {
@@ -170,23 +198,23 @@ func (v *kvValues) Put(ctx context.Context, session, key string, value json.RawM
 		if err != nil {
 			return err
 		}
-		_, had := x[key]
+		old, had := x[key]
 		next := maps.Clone(x)
+		id := ""
 		if len(value) == 0 {
 			if !had {
 				return nil
 			}
 			delete(next, key)
 		} else {
-			if err := x.Admit(v.maxKeys, v.maxBytes, key, len(value)); err != nil {
+			if err := sizes(x).Admit(v.maxKeys, v.maxBytes, key, len(value)); err != nil {
 				return err
 			}
-			next[key] = len(value)
-			// The value before the index: a Get may see it a moment
-			// before Keys does, never an index entry with no value.
-			if _, err := v.kv.Put(ctx, valueKey(session, key), value); err != nil {
+			id = newID()
+			if _, err := v.kv.Create(ctx, valueKey(session, id), value); err != nil {
 				return err
 			}
+			next[key] = ref{N: len(value), ID: id}
 		}
 		if rev == 0 {
 			_, err = v.kv.Create(ctx, indexKey(session), mustJSON(next))
@@ -195,12 +223,15 @@ func (v *kvValues) Put(ctx context.Context, session, key string, value json.RawM
 		}
 		switch {
 		case isConflict(err):
+			if id != "" {
+				_ = v.kv.Delete(ctx, valueKey(session, id))
+			}
 			continue // another write to the session: judge it again
 		case err != nil:
 			return err
 		}
-		if len(value) == 0 {
-			_ = v.kv.Delete(ctx, valueKey(session, key))
+		if had {
+			_ = v.kv.Delete(ctx, valueKey(session, old.ID))
 		}
 		return nil
 	}
@@ -226,8 +257,8 @@ func (v *kvValues) Drop(ctx context.Context, session string) error {
 	if err := v.kv.Delete(ctx, indexKey(session), jetstream.LastRevision(rev)); err != nil && !isConflict(err) {
 		return err
 	}
-	for key := range x {
-		_ = v.kv.Delete(ctx, valueKey(session, key))
+	for _, r := range x {
+		_ = v.kv.Delete(ctx, valueKey(session, r.ID))
 	}
 	return nil
 }
