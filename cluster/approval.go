@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/codemode-go/codemode"
 	"github.com/codemode-go/codemode/mcp"
@@ -68,7 +69,9 @@ func (n *Node) Answer(ctx context.Context, id string, step int, answers map[int]
 		}
 		rec.Answers[q.Index] = decision{Allow: d.Verdict == codemode.Allow, Reason: d.Reason}
 	}
-	rec.Status = answered
+	// Since makes this write's bytes its own (see bkv): two identical
+	// answers are still two writes, and one loses.
+	rec.Status, rec.Since = answered, time.Now().UTC()
 	rev, err = n.runs.Update(ctx, runKey(id), mustJSON(rec), rev)
 	if err != nil {
 		if isConflict(err) {
@@ -76,7 +79,7 @@ func (n *Node) Answer(ctx context.Context, id string, step int, answers map[int]
 		}
 		return err
 	}
-	j := job{ID: id, Session: rec.Session, Tree: rec.Tree, Resume: true, Rev: rev}
+	j := job{ID: id, Session: rec.Session, Tree: rec.Tree, Resume: true, Rev: rev, Cell: rec.Cell}
 	if err := n.publish(ctx, jobMsg(j, id+"."+strconv.Itoa(step)+".resume")); err != nil {
 		// The answers are kept: the run resumes with the next job for it.
 		return fmt.Errorf("cluster: the answers are recorded, and queueing the run's resumption failed: %w", err)

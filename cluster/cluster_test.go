@@ -354,7 +354,7 @@ func TestToolTreeMismatch(t *testing.T) {
 }
 
 func TestServerVersions(t *testing.T) {
-	for v, old := range map[string]bool{"2.9.25": true, "2.10.0": false, "2.10.0-beta.1": false, "2.15.2": false, "1.4.1": true, "3.0.0": false, "": true} {
+	for v, old := range map[string]bool{"2.9.25": true, "2.10.0": true, "2.11.9": true, "2.12.0": false, "2.12.0-beta.1": false, "2.15.2": false, "1.4.1": true, "3.0.0": false, "": true} {
 		if tooOld(v) != old {
 			t.Errorf("tooOld(%q) = %v", v, !old)
 		}

@@ -80,3 +80,76 @@ return out`}})
 		t.Fatal("a denied tool ran")
 	}
 }
+
+// Cells through an MCP server whose programs run on the cluster: execute
+// answers with a cell id once its yield time has passed, and wait, from
+// the same session, collects every line once and then the result; another
+// session cannot collect it.
+func TestMCPCellsOnTheCluster(t *testing.T) {
+	tools := codemode.Tools{"slow": codemode.Tools{"nap": codemode.Tool{
+		Annotations: &codemode.Annotations{ReadOnly: true},
+		Run: func(ctx context.Context, _ json.RawMessage) (any, error) {
+			select {
+			case <-time.After(150 * time.Millisecond):
+				return "rested", nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}}}}
+	n := openNode(t, Config{})
+	runWorker(t, n, codemode.Options{Tools: tools, Timeout: 30 * time.Second}, WorkerOptions{})
+	srv, err := mcp.NewServer(mcp.ServerOptions{Runtime: codemode.Options{CacheDir: engineCache, Tools: tools}, Executor: n, Cells: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	connect := func() *mcpsdk.ClientSession {
+		st, ct := mcpsdk.NewInMemoryTransports()
+		ss, err := srv.MCP().Connect(context.Background(), st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), ct, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cs.Close(); _ = ss.Wait() })
+		return cs
+	}
+	cs, other := connect(), connect()
+	call := func(cs *mcpsdk.ClientSession, name string, args map[string]any) map[string]any {
+		t.Helper()
+		res, err := cs.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.StructuredContent.(map[string]any)
+	}
+	out := call(cs, mcp.ExecuteTool, map[string]any{"yieldMs": 200, "code": `
+		for (let i = 0; i < 8; i++) { console.log("nap " + i); await tools.slow.nap({}); }
+		return "rested"`})
+	if out["running"] != true || out["cellId"] == nil {
+		t.Fatalf("execute answered %v", out)
+	}
+	id := out["cellId"].(string)
+	var lines []any
+	lines = append(lines, out["logs"].([]any)...)
+	if o := call(other, mcp.WaitTool, map[string]any{"cellId": id, "timeoutMs": 100}); o["ok"] != false || o["running"] == true {
+		t.Fatalf("another session's wait: %v", o)
+	}
+	for range 50 {
+		o := call(cs, mcp.WaitTool, map[string]any{"cellId": id, "timeoutMs": 300})
+		l, _ := o["logs"].([]any)
+		lines = append(lines, l...)
+		if o["running"] != true {
+			if o["ok"] != true || o["value"] != "rested" {
+				t.Fatalf("the end: %v", o)
+			}
+			break
+		}
+	}
+	got, _ := json.Marshal(lines)
+	if string(got) != `["nap 0","nap 1","nap 2","nap 3","nap 4","nap 5","nap 6","nap 7"]` {
+		t.Fatalf("lines %s", got)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codemode-go/codemode"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -69,6 +70,15 @@ type Config struct {
 	// RecordTTL is how long a run's record (its result, or its parked
 	// state) is kept after its last change. Zero means 7 days.
 	RecordTTL time.Duration
+	// AnswerWithin is how long a parked run's questions wait for an
+	// answer: past it, they are denied (by a message the servers
+	// schedule, so no process has to stay up for it) and the run goes on.
+	// Zero means 24 hours; it is capped at RecordTTL.
+	AnswerWithin time.Duration
+	// CellYieldBytes is how many bytes of console lines a cell prints
+	// before WaitCell returns with them. Zero means
+	// codemode.DefaultCellYieldBytes.
+	CellYieldBytes int
 }
 
 // Names of the streams and buckets (see RATIONALE.md, "Why NATS
@@ -76,6 +86,9 @@ type Config struct {
 const (
 	workStream  = "CM_WORK"
 	dlqStream   = "CM_DLQ"
+	logsStream  = "CM_LOGS"
+	timerStream = "CM_TIMERS"
+	timers      = "timers"
 	runsBucket  = "CM_RUNS"
 	callsBucket = "CM_CALLS"
 	stepsBucket = "CM_STEPS"
@@ -84,6 +97,7 @@ const (
 
 	workSubject = "cm.work.run"
 	dlqSubject  = "cm.dlq.run"
+	dueSubject  = "cm.timer.due"
 )
 
 // Node is this process's connection to the cluster: to an embedded
@@ -100,6 +114,8 @@ type Node struct {
 	stp  bkv
 	vals bkv
 	work jetstream.Stream
+	logs jetstream.Stream
+	tmrs jetstream.Stream
 }
 
 // Open joins the cluster Config describes, starting an embedded server
@@ -116,6 +132,13 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if cfg.RecordTTL == 0 {
 		cfg.RecordTTL = 7 * 24 * time.Hour
+	}
+	if cfg.AnswerWithin == 0 {
+		cfg.AnswerWithin = 24 * time.Hour
+	}
+	cfg.AnswerWithin = min(cfg.AnswerWithin, cfg.RecordTTL)
+	if cfg.CellYieldBytes <= 0 {
+		cfg.CellYieldBytes = codemode.DefaultCellYieldBytes
 	}
 	if cfg.Name == "" {
 		host, _ := os.Hostname()
@@ -265,8 +288,9 @@ const maxState = 8 << 20
 var errTooOld = errors.New("cluster: the NATS server is too old")
 
 // minServer is the oldest nats-server the cluster runs on: the work
-// queue's and KV's features it uses are all there by 2.10.
-const minServer = "2.10.0"
+// queue's and KV's features it uses are there by 2.10, and the scheduled
+// messages that deny questions past their deadline came in 2.12.
+const minServer = "2.12.0"
 
 // tooOld reports whether version (x.y.z, maybe with a suffix) is older
 // than minServer.
@@ -290,7 +314,7 @@ func tooOld(version string) bool {
 
 func (n *Node) setup(ctx context.Context) error {
 	if v := n.nc.ConnectedServerVersion(); tooOld(v) {
-		return fmt.Errorf("%w: the NATS server at %s is version %s; the cluster needs %s or newer (JetStream work queues and KV)", errTooOld, n.url, v, minServer)
+		return fmt.Errorf("%w: the NATS server at %s is version %s; the cluster needs %s or newer (JetStream work queues, KV and message schedules)", errTooOld, n.url, v, minServer)
 	}
 	js, err := jetstream.New(n.nc)
 	if err != nil {
@@ -333,6 +357,41 @@ func (n *Node) setup(ctx context.Context) error {
 		MaxAckPending: 10_000,
 	}); err != nil {
 		return fmt.Errorf("cluster: consumer %s: %w", consumer, err)
+	}
+	// A cell's console lines, in order, each once: a worker that takes a
+	// run over replays the lines since its last checkpoint under the same
+	// message ids, and the stream drops them (see Worker.lines).
+	if n.logs, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:       logsStream,
+		Subjects:   []string{"cm.logs.>"},
+		MaxAge:     n.cfg.RecordTTL,
+		Duplicates: 10 * time.Minute,
+		MaxBytes:   1 << 30,
+		Discard:    jetstream.DiscardOld,
+		Replicas:   n.cfg.Replicas,
+	}); err != nil {
+		return fmt.Errorf("cluster: stream %s: %w", logsStream, err)
+	}
+	// Deadlines of parked runs: the servers publish each to
+	// cm.timer.due when it is due, and a worker denies the questions
+	// still unanswered.
+	if n.tmrs, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:              timerStream,
+		Subjects:          []string{"cm.timer.>"},
+		MaxAge:            n.cfg.RecordTTL,
+		AllowMsgSchedules: true,
+		Replicas:          n.cfg.Replicas,
+	}); err != nil {
+		return fmt.Errorf("cluster: stream %s: %w", timerStream, err)
+	}
+	if _, err := n.tmrs.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       timers,
+		FilterSubject: dueSubject,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       n.cfg.AckWait,
+		MaxDeliver:    n.cfg.MaxDeliver,
+	}); err != nil {
+		return fmt.Errorf("cluster: consumer %s: %w", timers, err)
 	}
 	bucket := func(name string, ttl time.Duration) (bkv, error) {
 		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{

@@ -37,6 +37,8 @@ type job struct {
 	// Resume marks the job that continues a run parked for approval,
 	// once its questions were answered.
 	Resume bool `json:"resume,omitempty"`
+	// Cell marks a cell's run, whose console lines go to CM_LOGS.
+	Cell bool `json:"cell,omitempty"`
 }
 
 // The states of a run's record.
@@ -69,6 +71,8 @@ type record struct {
 	Answers   map[int]decision       `json:"answers,omitempty"`
 	// Takeovers counts the workers that took the run over from another.
 	Takeovers int `json:"takeovers,omitempty"`
+	// Cell marks a cell (StartCell).
+	Cell bool `json:"cell,omitempty"`
 }
 
 func runKey(id string) string { return "r." + id }
@@ -109,11 +113,15 @@ func (n *Node) Submit(ctx context.Context, rt *codemode.Runtime, code string) (s
 }
 
 func (n *Node) submit(ctx context.Context, rt *codemode.Runtime, id, code string) error {
+	return n.submitJob(ctx, rt, id, code, false)
+}
+
+func (n *Node) submitJob(ctx context.Context, rt *codemode.Runtime, id, code string, cell bool) error {
 	session, _ := codemode.SessionFrom(ctx)
-	j := job{ID: id, Code: code, Session: session, Tree: treeOf(rt)}
+	j := job{ID: id, Code: code, Session: session, Tree: treeOf(rt), Cell: cell}
 	// The record first, so that Wait on any front knows the run from the
 	// moment Submit returns.
-	rev, err := n.runs.Create(ctx, runKey(j.ID), mustJSON(record{Status: queued, Session: session, Since: time.Now().UTC(), Tree: j.Tree}))
+	rev, err := n.runs.Create(ctx, runKey(j.ID), mustJSON(record{Status: queued, Session: session, Since: time.Now().UTC(), Tree: j.Tree, Cell: cell}))
 	if err != nil {
 		return fmt.Errorf("cluster: recording the run: %w", err)
 	}

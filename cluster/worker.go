@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -137,6 +138,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	slots := make(chan struct{}, w.max)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	wg.Go(func() { w.expireDue(ctx) })
 	for ctx.Err() == nil {
 		// Take jobs only into free slots: a job taken waits for no one.
 		slots <- struct{}{}
@@ -221,6 +223,16 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	if err == nil {
 		defer func() { _ = sub.Unsubscribe() }()
 	}
+	if j.Cell {
+		// Cancelled while no worker held it (CancelCell sets the flag,
+		// then publishes the cancel this worker now listens for): it ends
+		// without running on.
+		if cur, _, err := w.node.cursor(ctx, j.ID); err == nil && cur.Cancelled {
+			w.node.end(context.Background(), j.ID, func(r record) bool { return r.Status != finished }, "the cell was cancelled")
+			_ = msg.Ack()
+			return
+		}
+	}
 	start := time.Now()
 	ok, why := w.run(ctx, rt, j)
 	if !ok {
@@ -256,22 +268,24 @@ func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
 // its start) to its end. It reports false, and why, when the run was lost
 // to another worker or its record could not be written.
 func (w *Worker) run(ctx context.Context, rt *codemode.Runtime, j job) (bool, string) {
+	// The run's record is written even when its program was cancelled.
+	rctx := context.WithoutCancel(ctx)
 	if !j.Resume {
 		// A new run is taken in one step, at the revision Submit made.
-		rec := record{Status: running, Owner: w.node.cfg.Name, Session: j.Session, Since: time.Now().UTC(), Tree: j.Tree}
-		if rev, err := w.node.runs.Update(ctx, runKey(j.ID), mustJSON(rec), j.Rev); err == nil {
+		rec := record{Status: running, Owner: w.node.cfg.Name, Session: j.Session, Since: time.Now().UTC(), Tree: j.Tree, Cell: j.Cell}
+		if rev, err := w.node.runs.Update(rctx, runKey(j.ID), mustJSON(rec), j.Rev); err == nil {
 			return w.drive(ctx, rt, j, rec, rev)
 		}
 	}
 	// Not new: delivered again, taken over, answered, or finished.
-	rec, rev, err := w.node.record(ctx, j.ID)
+	rec, rev, err := w.node.record(rctx, j.ID)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return true, "the run has no record (it expired): dropped"
 	case err != nil:
 		return false, err.Error()
 	case rec.Status == finished:
-		w.notify(j.ID, notice{Result: rec.Result})
+		w.node.ended(rctx, j.ID, rec)
 		return true, "finished before"
 	case rec.Status == parked:
 		// A job delivered again while the run waits for answers: the
@@ -281,7 +295,7 @@ func (w *Worker) run(ctx context.Context, rt *codemode.Runtime, j job) (bool, st
 		rec.Takeovers++
 	}
 	rec.Status, rec.Owner, rec.Since = running, w.node.cfg.Name, time.Now().UTC()
-	if rev, err = w.node.runs.Update(ctx, runKey(j.ID), mustJSON(rec), rev); err != nil {
+	if rev, err = w.node.runs.Update(rctx, runKey(j.ID), mustJSON(rec), rev); err != nil {
 		return false, "taking the run: " + err.Error()
 	}
 	return w.drive(ctx, rt, j, rec, rev)
@@ -290,9 +304,15 @@ func (w *Worker) run(ctx context.Context, rt *codemode.Runtime, j job) (bool, st
 // drive runs a taken run from its record's state (or its start) to its
 // end.
 func (w *Worker) drive(ctx context.Context, rt *codemode.Runtime, j job, rec record, rev uint64) (bool, string) {
+	rctx := context.WithoutCancel(ctx) // records are written after a cancel too
 	var err error
 	var res codemode.Result
 	var s *codemode.Suspended
+	var log *lines
+	if j.Cell {
+		log = &lines{n: w.node, id: j.ID}
+		ctx = codemode.WithLogListener(ctx, log.print)
+	}
 	if rec.State == nil {
 		res, s, err = rt.ExecuteSuspendable(ctx, j.Code)
 	} else if s, err = rt.Inspect(rec.State); err == nil {
@@ -300,28 +320,45 @@ func (w *Worker) drive(ctx context.Context, rt *codemode.Runtime, j job, rec rec
 		// through the ledger, and on.
 		results, _ := w.answer(ctx, rt, j.ID, s, nil, rec.Answers)
 		rec.Questions, rec.Answers = nil, nil
+		if log != nil {
+			log.segment(s.Step)
+		}
 		res, s, err = rt.Resume(ctx, s.State, results...)
 	}
 	for err == nil && s != nil {
 		rec.Step, rec.State = s.Step, s.State
+		if log != nil {
+			// The lines before the checkpoint are stored before it: a
+			// takeover replays only those after.
+			if err := log.flush(rctx); err != nil {
+				return false, err.Error()
+			}
+		}
 		if q := questions(s); len(q) > 0 {
 			// Park: the run waits in its record, holding no worker,
 			// for answers from any front.
 			rec.Status, rec.Questions = parked, q
-			if _, err := w.node.runs.Update(ctx, runKey(j.ID), mustJSON(rec), rev); err != nil {
+			if _, err := w.node.runs.Update(rctx, runKey(j.ID), mustJSON(rec), rev); err != nil {
 				return false, "parking step " + fmt.Sprint(s.Step) + ": " + err.Error()
 			}
-			w.notify(j.ID, notice{Asked: rec.asked(j.ID)})
+			w.node.notify(j.ID, notice{Asked: rec.asked(j.ID)})
+			if j.Cell {
+				w.node.logEvent(rctx, j.ID, "park", strconv.Itoa(s.Step))
+			}
+			w.deadline(rctx, j.ID, s.Step)
 			return true, "parked for approval"
 		}
 		checkpoint := func() error {
 			var err error
-			rev, err = w.node.runs.Update(ctx, runKey(j.ID), mustJSON(rec), rev)
+			rev, err = w.node.runs.Update(rctx, runKey(j.ID), mustJSON(rec), rev)
 			return err
 		}
 		results, cerr := w.answer(ctx, rt, j.ID, s, checkpoint, nil)
 		if cerr != nil {
 			return false, "checkpointing step " + fmt.Sprint(s.Step) + ": " + cerr.Error()
+		}
+		if log != nil {
+			log.segment(s.Step)
 		}
 		res, s, err = rt.Resume(ctx, s.State, results...)
 	}
@@ -338,10 +375,15 @@ func (w *Worker) drive(ctx context.Context, rt *codemode.Runtime, j job, rec rec
 			Message: fmt.Sprintf("the program's result is %d bytes, more than the %d a cluster run can hand back; return less (or set MaxOutputBytes)", len(b), recordRoom(w.node))}}
 		rec.Result = &res
 	}
-	if _, err := w.node.runs.Update(context.WithoutCancel(ctx), runKey(j.ID), mustJSON(rec), rev); err != nil {
+	if log != nil {
+		if err := log.flush(rctx); err != nil {
+			return false, err.Error()
+		}
+	}
+	if _, err := w.node.runs.Update(rctx, runKey(j.ID), mustJSON(rec), rev); err != nil {
 		return false, "recording the result: " + err.Error()
 	}
-	w.notify(j.ID, notice{Result: &res})
+	w.node.ended(rctx, j.ID, rec)
 	return true, ""
 }
 
@@ -403,26 +445,7 @@ func (w *Worker) deadLetter(msg jetstream.Msg, j job, attempts uint64) {
 
 // finishUnrun ends a run that could not run, with a result saying why.
 func (w *Worker) finishUnrun(j job, why string) {
-	ctx := context.Background()
-	rec, rev, err := w.node.record(ctx, j.ID)
-	if err != nil || rec.Status == finished {
-		return
-	}
-	rec.Status, rec.State = finished, nil
-	rec.Result = &codemode.Result{ToolCalls: []codemode.ToolCall{}, Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: why}}
-	if _, err := w.node.runs.Update(ctx, runKey(j.ID), mustJSON(rec), rev); err == nil {
-		w.notify(j.ID, notice{Result: rec.Result})
-	}
-}
-
-// notify tells the fronts waiting for run id that it has ended, with its
-// result when it fits in a message (else they read the record).
-func (w *Worker) notify(id string, nt notice) {
-	var data []byte
-	if b, err := json.Marshal(nt); err == nil && int64(len(b)) < w.node.nc.MaxPayload()-1024 {
-		data = b
-	}
-	_ = w.node.nc.Publish(doneSubject(id), data)
+	w.node.end(context.Background(), j.ID, func(r record) bool { return r.Status != finished }, why)
 }
 
 // questions are the pending calls a policy asked about.

@@ -93,11 +93,7 @@ func (s *Server) startCell(ctx context.Context, rt *codemode.Runtime, args json.
 	if t := s.opts.Runtime.Timeout; yield <= 0 || (t > 0 && yield > t) {
 		yield = t // no yield: as long as the run may take
 	}
-	var opts []codemode.CellOption
-	if r := *release; r != nil {
-		opts = append(opts, codemode.OnCellEnd(r))
-	}
-	id, err := s.cellTab.Start(ctx, rt, code, opts...)
+	id, err := s.cellTab.start(ctx, rt, code, *release)
 	if err != nil {
 		if errors.Is(err, codemode.ErrTooManyCells) {
 			return codemode.Result{Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: err.Error()},
@@ -129,10 +125,10 @@ func (s *Server) collect(ctx context.Context, id string, timeout time.Duration, 
 		} else if left <= 0 {
 			break
 		}
-		u, err := s.cellTab.Wait(ctx, id, left)
+		u, err := s.cellTab.wait(ctx, id, left)
 		if err != nil {
 			if first {
-				_ = s.cellTab.Cancel(ctx, id)
+				_ = s.cellTab.cancel(ctx, id)
 			}
 			return codemode.Result{ToolCalls: []codemode.ToolCall{}}, nil, err
 		}
@@ -175,7 +171,9 @@ func (s *Server) wait(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcpsdk
 		timeout = time.Millisecond
 	}
 	if req.Session != nil {
-		// Only the session that started a cell can collect it.
+		// Only the session that started a cell can collect it, and its
+		// user answers the questions of an executor's parked cell.
+		ctx = context.WithValue(ctx, sessionCtxKey{}, req.Session)
 		ctx = codemode.WithSession(ctx, s.sessionName(req.Session))
 		s.watch(req.Session)
 	}

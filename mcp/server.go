@@ -84,7 +84,8 @@ type ServerOptions struct {
 	// Execute, whose tool tree the executor's must match; the session is
 	// in ctx (codemode.SessionFrom). Calls the executor's policy asks
 	// about are put to the client's user by elicitation while the
-	// request waits. With an Executor, Cells are not offered.
+	// request waits. With Cells, the Executor must be a CellExecutor:
+	// its cells run where its runs do.
 	Executor Executor
 
 	// ConnectingWait bounds how long a run whose program names a
@@ -143,7 +144,7 @@ type Server struct {
 	steps store.Runs
 	// cellTab keeps the cells of every runtime the server has had, so
 	// that a cell outlives a tool-tree change (nil without Cells).
-	cellTab *codemode.Cells
+	cellTab cellKeeper
 	// watched are the sessions whose end is awaited, to free what they
 	// hold (watch).
 	watched sync.Map
@@ -176,8 +177,13 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	var remoteCells CellExecutor
 	if opts.Executor != nil && opts.Cells {
-		return nil, errors.New("mcp: Cells are not offered with an Executor (cells run in the server's process)")
+		ce, ok := opts.Executor.(CellExecutor)
+		if !ok {
+			return nil, errors.New("mcp: Cells with an Executor need one that runs cells (a CellExecutor, such as cluster.Node)")
+		}
+		remoteCells = ce
 	}
 	if opts.MaxRuns < 0 {
 		return nil, fmt.Errorf("mcp: MaxRuns %d is negative", opts.MaxRuns)
@@ -198,12 +204,17 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		// resources, so it does not advertise them.
 		Capabilities: &mcpsdk.ServerCapabilities{Tools: &mcpsdk.ToolCapabilities{ListChanged: true}},
 	})
-	if opts.Cells {
+	switch {
+	case remoteCells != nil:
+		s.cellTab = executorCells{remoteCells, s.elicitApproval}
+	case opts.Cells:
 		cells, err := codemode.NewCells(opts.CellOptions)
 		if err != nil {
 			return nil, err
 		}
-		s.cellTab = cells
+		s.cellTab = localCells{cells}
+	}
+	if opts.Cells {
 		s.mcp.AddTool(waitToolDef(), s.wait)
 	}
 	if err := s.SetTools(opts.Runtime.Tools); err != nil {
@@ -337,7 +348,7 @@ func (s *Server) cancelSession(session string) {
 	// The session's cells go with it: nobody can wait for them any more.
 	ctx := codemode.WithSession(context.Background(), session)
 	for id := range cells {
-		_ = s.cellTab.Cancel(ctx, id)
+		_ = s.cellTab.cancel(ctx, id)
 	}
 	// Its approvals can no longer be answered: the request states are
 	// bound to it.
@@ -568,7 +579,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	if s.cellTab != nil {
-		s.cellTab.Close()
+		s.cellTab.close()
 	}
 	err := rt.Close()
 	for _, r := range old {
@@ -690,7 +701,7 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 	// one refuses new runs, so pick again.
 	for range 3 {
 		rt := s.Runtime()
-		if pe, ok := s.opts.Executor.(ParkingExecutor); ok && req.Session != nil && supportsRoundTrips(req.Session) {
+		if pe, ok := s.opts.Executor.(ParkingExecutor); ok && !s.opts.Cells && req.Session != nil && supportsRoundTrips(req.Session) {
 			var input *mcpsdk.CallToolResult
 			res, input, err = s.parkingRoundTrip(ctx, pe, rt, req, code)
 			if errors.Is(err, errApprovalState) || errors.Is(err, errApprovalUsed) {
@@ -701,13 +712,13 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 				s.log.Info("execute waits for the user's approval", "calls", len(input.InputRequests), "codeBytes", len(code))
 				return input, nil
 			}
-		} else if s.opts.Executor != nil {
+		} else if s.opts.Executor != nil && !s.opts.Cells {
 			res, err = s.opts.Executor.Execute(ctx, rt, code, s.elicitApproval)
 			if err != nil && res.Error == nil {
 				res = codemode.Result{Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: "the program's result is not known: " + err.Error()},
 					ToolCalls: []codemode.ToolCall{}}
 			}
-		} else if s.opts.Runtime.Policy != nil && req.Session != nil && supportsRoundTrips(req.Session) && supportsElicitation(req.Session) {
+		} else if s.opts.Executor == nil && s.opts.Runtime.Policy != nil && req.Session != nil && supportsRoundTrips(req.Session) && supportsElicitation(req.Session) {
 			var input *mcpsdk.CallToolResult
 			res, input, err = s.roundTrip(ctx, rt, req, code)
 			if errors.Is(err, errApprovalState) || errors.Is(err, errApprovalUsed) {
@@ -761,6 +772,62 @@ type Executor interface {
 	Execute(ctx context.Context, rt *codemode.Runtime, code string,
 		approve func(ctx context.Context, c codemode.Call, question string) codemode.Decision) (codemode.Result, error)
 }
+
+// CellExecutor is an Executor whose runs can be cells (ServerOptions.Cells):
+// StartCell, WaitCell and CancelCell work as codemode.Cells' Start, Wait
+// and Cancel, on runs the executor runs. WaitCell decides the questions
+// of a run parked for approval with approve, as Execute does.
+type CellExecutor interface {
+	Executor
+	StartCell(ctx context.Context, rt *codemode.Runtime, code string) (string, error)
+	WaitCell(ctx context.Context, id string, timeout time.Duration,
+		approve func(ctx context.Context, c codemode.Call, question string) codemode.Decision) (codemode.CellUpdate, error)
+	CancelCell(ctx context.Context, id string) error
+}
+
+// cellKeeper is where a server's cells run: in its process
+// (codemode.Cells) or in its Executor's.
+type cellKeeper interface {
+	start(ctx context.Context, rt *codemode.Runtime, code string, onEnd func()) (string, error)
+	wait(ctx context.Context, id string, timeout time.Duration) (codemode.CellUpdate, error)
+	cancel(ctx context.Context, id string) error
+	close()
+}
+
+type localCells struct{ c *codemode.Cells }
+
+func (l localCells) start(ctx context.Context, rt *codemode.Runtime, code string, onEnd func()) (string, error) {
+	var opts []codemode.CellOption
+	if onEnd != nil {
+		opts = append(opts, codemode.OnCellEnd(onEnd))
+	}
+	return l.c.Start(ctx, rt, code, opts...)
+}
+func (l localCells) wait(ctx context.Context, id string, timeout time.Duration) (codemode.CellUpdate, error) {
+	return l.c.Wait(ctx, id, timeout)
+}
+func (l localCells) cancel(ctx context.Context, id string) error { return l.c.Cancel(ctx, id) }
+func (l localCells) close()                                       { l.c.Close() }
+
+// executorCells are an Executor's: the run slot is given back at once (the
+// executor's workers bound its runs), and the questions of a parked cell
+// are put to the user of the session that waits for it.
+type executorCells struct {
+	e       CellExecutor
+	approve func(ctx context.Context, c codemode.Call, question string) codemode.Decision
+}
+
+func (x executorCells) start(ctx context.Context, rt *codemode.Runtime, code string, onEnd func()) (string, error) {
+	if onEnd != nil {
+		defer onEnd()
+	}
+	return x.e.StartCell(ctx, rt, code)
+}
+func (x executorCells) wait(ctx context.Context, id string, timeout time.Duration) (codemode.CellUpdate, error) {
+	return x.e.WaitCell(ctx, id, timeout, x.approve)
+}
+func (x executorCells) cancel(ctx context.Context, id string) error { return x.e.CancelCell(ctx, id) }
+func (x executorCells) close()                                       {}
 
 // ParkingExecutor is an Executor whose runs can wait for answers between
 // requests, holding nothing: for a client with multi round-trip requests,

@@ -190,10 +190,6 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 		fmt.Fprintln(stderr, "codemode mcp: --max-runs must not be negative")
 		return exitUsage
 	}
-	if f.cluster != nil && f.cells {
-		fmt.Fprintln(stderr, "codemode serve: --cells is not offered with serve: cells run in one process; use codemode mcp --cells")
-		return exitUsage
-	}
 	token, loopback, err := f.httpSettings(fs)
 	if err != nil {
 		fmt.Fprintf(stderr, "codemode mcp: %v\n", err)

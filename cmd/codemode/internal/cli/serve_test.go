@@ -51,6 +51,41 @@ func TestServeWithWorker(t *testing.T) {
 	}
 }
 
+// serve --cells: a run that outlives its execute call goes on on the
+// worker, and wait collects its lines and result.
+func TestServeCells(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "cluster")
+	ctx := context.Background()
+	cs, stderr, _ := startServe(t, ctx, "--worker", "--cells", "--demo-tools", "--data", data)
+	res, err := cs.CallTool(ctx, &mcpsdk.CallToolParams{Name: "execute", Arguments: map[string]any{"code": `// @exec: yield=1ms
+		let n = 0;
+		for (let i = 0; i < 3; i++) { console.log("page " + i); n += (await tools.shop.listOrders({})).orders.length; }
+		return n`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := res.StructuredContent.(map[string]any)
+	if out["running"] != true {
+		t.Fatalf("execute did not answer with a running cell: %v", out)
+	}
+	var lines []any
+	for range 100 {
+		l, _ := out["logs"].([]any)
+		lines = append(lines, l...)
+		if out["running"] != true {
+			break
+		}
+		res, err = cs.CallTool(ctx, &mcpsdk.CallToolParams{Name: "wait", Arguments: map[string]any{"cellId": out["cellId"], "timeoutMs": 500}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = res.StructuredContent.(map[string]any)
+	}
+	if out["ok"] != true || out["value"] != float64(18) || len(lines) != 3 {
+		t.Fatalf("result %v, lines %v\n%s", out, lines, stderr)
+	}
+}
+
 // A front without a worker and a worker in a process of its own, joined
 // by the front's embedded server: the program runs on the worker.
 func TestServeAndWorkerProcess(t *testing.T) {
@@ -88,7 +123,6 @@ func TestServeUsageErrors(t *testing.T) {
 		{[]string{"worker", "--nats", "nats://127.0.0.1:1", "--nats-token-env", "CODEMODE_TEST_NO_SUCH_VAR"}, exitUsage, "CODEMODE_TEST_NO_SUCH_VAR is empty or unset"},
 		{[]string{"worker", "--worker-runs", "0", "--data", data}, exitUsage, "--worker-runs must be at least 1"},
 		{[]string{"serve", "--nats-listen", "0.0.0.0:4222", "--data", data}, exitFailure, "loopback only"},
-		{[]string{"serve", "--cells", "--data", data}, exitUsage, "--cells is not offered with serve"},
 		{[]string{"serve", "--nats-cluster-listen", "127.0.0.1:6222", "--data", data}, exitUsage, "--nats-cluster-listen and --nats-routes go together"},
 		{[]string{"serve", "--replicas", "9", "--data", data}, exitUsage, "--replicas must be 1 to 5"},
 		{[]string{"serve", "--nats-cluster-listen", "10.1.2.3:6222", "--nats-routes", "127.0.0.1:6223", "--data", data}, exitFailure, "loopback only"},
