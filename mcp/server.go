@@ -807,7 +807,7 @@ func (l localCells) wait(ctx context.Context, id string, timeout time.Duration) 
 	return l.c.Wait(ctx, id, timeout)
 }
 func (l localCells) cancel(ctx context.Context, id string) error { return l.c.Cancel(ctx, id) }
-func (l localCells) close()                                       { l.c.Close() }
+func (l localCells) close()                                      { l.c.Close() }
 
 // executorCells are an Executor's: the run slot is given back at once (the
 // executor's workers bound its runs), and the questions of a parked cell
@@ -827,7 +827,7 @@ func (x executorCells) wait(ctx context.Context, id string, timeout time.Duratio
 	return x.e.WaitCell(ctx, id, timeout, x.approve)
 }
 func (x executorCells) cancel(ctx context.Context, id string) error { return x.e.CancelCell(ctx, id) }
-func (x executorCells) close()                                       {}
+func (x executorCells) close()                                      {}
 
 // ParkingExecutor is an Executor whose runs can wait for answers between
 // requests, holding nothing: for a client with multi round-trip requests,
