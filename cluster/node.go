@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/codemode-go/codemode"
@@ -75,6 +76,11 @@ type Config struct {
 	// schedule, so no process has to stay up for it) and the run goes on.
 	// Zero means 24 hours; it is capped at RecordTTL.
 	AnswerWithin time.Duration
+	// Front says this process serves requests (codemode serve): it is
+	// listed by Nodes as a front. A process running a Worker is listed
+	// as a worker either way.
+	Front bool
+
 	// CellYieldBytes is how many bytes of console lines a cell prints
 	// before WaitCell returns with them. Zero means
 	// codemode.DefaultCellYieldBytes.
@@ -116,6 +122,14 @@ type Node struct {
 	work jetstream.Stream
 	logs jetstream.Stream
 	tmrs jetstream.Stream
+
+	nodes   bkv
+	started time.Time
+	stop    context.CancelFunc // ends announce
+	done    chan struct{}      // closed when announce has returned
+	changed chan struct{}
+	mu      sync.Mutex
+	workers []*Worker
 }
 
 // Open joins the cluster Config describes, starting an embedded server
@@ -144,7 +158,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		host, _ := os.Hostname()
 		cfg.Name = host + ":" + strconv.Itoa(os.Getpid())
 	}
-	n := &Node{cfg: cfg}
+	n := &Node{cfg: cfg, started: time.Now().UTC(), changed: make(chan struct{}, 1), done: make(chan struct{})}
 	opts := append([]nats.Option{nats.Name("codemode " + cfg.Name), nats.MaxReconnects(-1)}, cfg.Options...)
 	if cfg.URL == "" {
 		if err := n.embed(); err != nil {
@@ -167,6 +181,9 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	for {
 		err := n.setup(ctx)
 		if err == nil {
+			actx, stop := context.WithCancel(context.Background())
+			n.stop = stop
+			go func() { defer close(n.done); n.announce(actx) }()
 			return n, nil
 		}
 		if errors.Is(err, errTooOld) || time.Now().After(deadline) || ctx.Err() != nil {
@@ -416,6 +433,10 @@ func (n *Node) setup(ctx context.Context) error {
 	if n.vals, err = bucket(valsBucket, n.cfg.RecordTTL); err != nil {
 		return err
 	}
+	// A process's status expires when it stops renewing it.
+	if n.nodes, err = bucket(nodesBucket, 4*statusEvery); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -430,6 +451,10 @@ func (n *Node) Name() string { return n.cfg.Name }
 
 // Close drains the connection and stops the embedded server, if any.
 func (n *Node) Close() error {
+	if n.stop != nil {
+		n.stop()
+		<-n.done
+	}
 	if n.nc != nil {
 		_ = n.nc.Drain()
 		for i := 0; i < 200 && !n.nc.IsClosed(); i++ {

@@ -44,6 +44,11 @@ type Worker struct {
 	rt      atomic.Pointer[codemode.Runtime]
 	mu      sync.Mutex
 	retired []*codemode.Runtime // closed with the worker: runs may hold them
+
+	busy     atomic.Int64
+	draining atomic.Bool
+	drain    chan struct{} // closed by Drain
+	drainMu  sync.Once
 }
 
 // NewWorker makes a worker whose runs use a Runtime configured by opts.
@@ -76,7 +81,7 @@ func NewWorker(n *Node, opts codemode.Options, wo WorkerOptions) (*Worker, error
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{node: n, opts: opts, max: wo.MaxRuns, log: log}
+	w := &Worker{node: n, opts: opts, max: wo.MaxRuns, log: log, drain: make(chan struct{})}
 	w.rt.Store(rt)
 	return w, nil
 }
@@ -135,6 +140,27 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cluster: the workers' consumer: %w", err)
 	}
+	// Drained (Drain, or a Drain from any node), the worker takes no more
+	// jobs, and Run returns once its runs have ended.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-w.drain:
+			stop()
+		case <-ctx.Done():
+		}
+	}()
+	sub, err := w.node.nc.Subscribe(drainSubject(w.node.cfg.Name), func(m *nats.Msg) {
+		w.Drain()
+		_ = m.Respond(mustJSON(w.busy.Load()))
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: listening for drain: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	w.node.register(w, true)
+	defer w.node.register(w, false)
 	slots := make(chan struct{}, w.max)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -170,9 +196,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		for msg := range batch.Messages() {
 			took++
 			wg.Add(1)
+			w.busy.Add(1)
 			go func() {
 				defer wg.Done()
 				defer func() { <-slots }()
+				defer w.busy.Add(-1)
 				w.handle(msg)
 			}()
 		}
@@ -457,6 +485,21 @@ func questions(s *codemode.Suspended) []codemode.PendingCall {
 		}
 	}
 	return q
+}
+
+// Drain has the worker take no more jobs: Run returns once the runs it
+// holds have ended. Node.Drain asks it from any node.
+func (w *Worker) Drain() {
+	w.drainMu.Do(func() {
+		w.draining.Store(true)
+		close(w.drain)
+		w.node.touch()
+		w.log.Info("draining: taking no more jobs, finishing the runs under way", "runs", w.busy.Load())
+	})
+}
+
+func (w *Worker) status() WorkerStatus {
+	return WorkerStatus{Slots: w.max, Busy: int(w.busy.Load()), Tree: treeOf(w.rt.Load()), Draining: w.draining.Load()}
 }
 
 // Close releases the worker's Runtimes; call it after Run has returned.

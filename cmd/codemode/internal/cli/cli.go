@@ -39,6 +39,8 @@ Usage:
   codemode mcp [flags]                  serve execute over MCP (stdio, or --http ADDR) for --config servers and --openapi APIs
   codemode serve [--worker] [flags]     serve execute like mcp, running programs on a cluster's workers (NATS JetStream)
   codemode worker [flags]               run the programs of a cluster's fronts
+  codemode nodes [flags]                list the cluster's fronts and workers
+  codemode drain [flags] NAME           have a worker finish its runs and stop
   codemode bench [--quick]              measure overhead, the tool-call bridge, compute (against node) and memory
   codemode engine path|verify           show where the built-in engine comes from, check it
   codemode version                      print the version
@@ -77,6 +79,10 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return serveCmd(args[1:], stdin, stdout, stderr)
 	case "worker":
 		return workerCmd(args[1:], stderr)
+	case "nodes":
+		return nodesCmd(args[1:], stdout, stderr)
+	case "drain":
+		return drainCmd(args[1:], stdout, stderr)
 	case "mcp":
 		return mcpCmd(args[1:], stdin, stdout, stderr)
 	case "engine":

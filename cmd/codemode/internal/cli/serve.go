@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/codemode-go/codemode"
@@ -40,8 +42,12 @@ every process --nats URL (with --nats-creds or --nats-token-env and the
 --nats-tls-* files). Every worker needs the same --state-key-file.
 
 A call --policy asks about parks its run (it waits in the cluster, not on
-a worker) while the front asks the user by elicitation. --cells is not
-offered: cells run in one process (codemode mcp).
+a worker) while the front asks the user by elicitation. With --cells, a
+run that outlives its execute call goes on on a worker, and wait on any
+front of the session collects its lines and result.
+
+"codemode nodes" lists the fronts and workers alive; "codemode drain
+NAME" has a worker finish its runs and stop.
 
 Every flag of "codemode mcp" applies, and these:
 `
@@ -90,6 +96,15 @@ func (c *clusterFlags) register(fs *flag.FlagSet, serve bool) {
 		fs.StringVar(&c.routes, "nats-routes", "", "the other embedded servers' --nats-cluster-listen addresses, `host:port,...`")
 	}
 	fs.IntVar(&c.replicas, "replicas", 1, "copies of each stream and bucket the servers keep: 1 on one server, 3 in a cluster")
+	c.registerJoin(fs, data)
+	fs.StringVar(&c.keyFile, "state-key-file", key, "file with the key (32 bytes or more) that authenticates run states; every worker needs the same; made with a random key if missing")
+	fs.IntVar(&c.runs, "worker-runs", 4, "most programs a worker runs at once")
+	c.ackWait = duration(10 * time.Second)
+	fs.Var(&c.ackWait, "ack-wait", "how long a silent worker keeps its runs before another takes them over, a `duration`")
+}
+
+// registerJoin adds the flags that say where the cluster is.
+func (c *clusterFlags) registerJoin(fs *flag.FlagSet, data string) {
 	fs.StringVar(&c.data, "data", data, "`directory` of the embedded NATS server's data and token (serve starts it; worker joins it)")
 	fs.StringVar(&c.natsURL, "nats", "", "join the NATS server or cluster at `URL` instead of an embedded one")
 	fs.StringVar(&c.tokenEnv, "nats-token-env", "", "environment variable `NAME` holding the NATS token")
@@ -97,17 +112,13 @@ func (c *clusterFlags) register(fs *flag.FlagSet, serve bool) {
 	fs.StringVar(&c.tlsCA, "nats-tls-ca", "", "`file` of CA certificates the NATS servers' certificates are checked against")
 	fs.StringVar(&c.tlsCert, "nats-tls-cert", "", "client certificate `file` for NATS (with --nats-tls-key)")
 	fs.StringVar(&c.tlsKey, "nats-tls-key", "", "client key `file` for NATS")
-	fs.StringVar(&c.keyFile, "state-key-file", key, "file with the key (32 bytes or more) that authenticates run states; every worker needs the same; made with a random key if missing")
-	fs.IntVar(&c.runs, "worker-runs", 4, "most programs a worker runs at once")
-	c.ackWait = duration(10 * time.Second)
-	fs.Var(&c.ackWait, "ack-wait", "how long a silent worker keeps its runs before another takes them over, a `duration`")
 }
 
 // config is the cluster.Config the flags describe; asWorker joins the
 // embedded server of --data rather than starting one.
 func (c *clusterFlags) config(asWorker bool) (cluster.Config, error) {
 	cfg := cluster.Config{URL: c.natsURL, DataDir: c.data, Listen: c.listen, AckWait: time.Duration(c.ackWait),
-		Replicas: c.replicas, ClusterListen: c.clusterListen}
+		Replicas: c.replicas, ClusterListen: c.clusterListen, Front: !asWorker}
 	if c.routes != "" {
 		cfg.Routes = strings.Split(c.routes, ",")
 	}
@@ -171,11 +182,12 @@ func (c *clusterFlags) config(asWorker bool) (cluster.Config, error) {
 // member is this process in the cluster: its node and, when it runs
 // one, its worker.
 type member struct {
-	node   *cluster.Node
-	worker *cluster.Worker
-	stop   context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
+	node    *cluster.Node
+	worker  *cluster.Worker
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	once    sync.Once
+	stopped chan struct{} // closed when the worker's Run has returned (drained)
 }
 
 // join opens the node and starts a worker when asked. opts are the
@@ -189,7 +201,7 @@ func (c *clusterFlags) join(ctx context.Context, asWorker, runWorker bool, opts 
 	if err != nil {
 		return nil, err
 	}
-	m := &member{node: node}
+	m := &member{node: node, stopped: make(chan struct{})}
 	if cfg.URL == "" {
 		// Workers on this machine find the server here.
 		if err := os.WriteFile(filepath.Join(c.data, "url"), []byte(node.URL()+"\n"), 0o600); err != nil {
@@ -219,8 +231,11 @@ func (c *clusterFlags) join(ctx context.Context, asWorker, runWorker bool, opts 
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
+		defer close(m.stopped)
 		if err := w.Run(wctx); err != nil {
 			logger.Error("the worker stopped", "error", err)
+		} else if wctx.Err() == nil {
+			logger.Info("the worker drained: its runs have ended, and it takes no more")
 		}
 	}()
 	logger.Info("worker started", "runs", c.runs)
@@ -323,10 +338,144 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer) int {
 			}
 		}()
 	}
-	<-ctx.Done()
-	logger.Info("stopping: finishing the runs under way")
+	select {
+	case <-ctx.Done():
+		logger.Info("stopping: finishing the runs under way")
+	case <-m.stopped:
+	}
 	m.close()
 	src.close()
 	follow.Wait()
+	return exitOK
+}
+
+const nodesUsage = `Usage: codemode nodes [--json] [flags]
+
+Lists the cluster's fronts and workers that are alive: name, host, role,
+a worker's busy and total slots, whether it is draining, and its tool tree
+and engine build (a run moves only between workers with the same). Give
+--data DIR of the embedded server on this machine, or --nats URL.
+
+Flags:
+`
+
+const drainUsage = `Usage: codemode drain [flags] NAME
+
+Asks the worker NAME (as codemode nodes lists it) to take no more jobs,
+finish the runs it holds and stop; its process exits once they have ended.
+Runs waiting in the queue go to the other workers. Give --data DIR or
+--nats URL as for codemode nodes.
+
+Flags:
+`
+
+// adminNode joins the cluster for nodes and drain, without a role of its
+// own.
+func adminNode(ctx context.Context, name string, args []string, usage string, stderr io.Writer, extra func(*flag.FlagSet)) (*cluster.Node, []string, int) {
+	fs := newFlagSet(name, usage, stderr)
+	var cf clusterFlags
+	data := ""
+	if root, err := secret.Root(); err == nil {
+		data = filepath.Join(root, "cluster")
+	}
+	cf.registerJoin(fs, data)
+	cf.runs, cf.replicas, cf.ackWait = 1, 1, duration(10*time.Second)
+	if extra != nil {
+		extra(fs)
+	}
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, nil, parseError(err)
+	}
+	cfg, err := cf.config(true)
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode %s: %v\n", name, err)
+		return nil, nil, exitUsage
+	}
+	cfg.Front = false
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	node, err := cluster.Open(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode %s: %v\n", name, err)
+		return nil, nil, exitFailure
+	}
+	return node, rest, exitOK
+}
+
+// nodesCmd is "codemode nodes".
+func nodesCmd(args []string, stdout, stderr io.Writer) int {
+	var asJSON bool
+	node, rest, code := adminNode(context.Background(), "nodes", args, nodesUsage, stderr, func(fs *flag.FlagSet) {
+		fs.BoolVar(&asJSON, "json", false, "print the list as JSON")
+	})
+	if node == nil {
+		return code
+	}
+	defer node.Close()
+	if len(rest) != 0 {
+		fmt.Fprintf(stderr, "codemode nodes: unexpected arguments %q\n", rest)
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	list, err := node.Nodes(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode nodes: %v\n", err)
+		return exitFailure
+	}
+	if asJSON {
+		if list == nil {
+			list = []cluster.NodeStatus{}
+		}
+		if err := writeJSON(stdout, list, true); err != nil {
+			return exitFailure
+		}
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tHOST\tROLE\tRUNS\tSTATE\tTREE\tENGINE\tUP")
+	for _, n := range list {
+		role, runs, state, tree := "front", "-", "", "-"
+		if len(n.Workers) > 0 {
+			role = "worker"
+			if n.Front {
+				role = "front+worker"
+			}
+			busy, slots := 0, 0
+			for _, w := range n.Workers {
+				busy, slots, tree = busy+w.Busy, slots+w.Slots, w.Tree
+				if w.Draining {
+					state = "draining"
+				}
+			}
+			runs = fmt.Sprintf("%d/%d", busy, slots)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.12s\t%.12s\t%s\n", n.Name, n.Host, role, runs, cmp.Or(state, "up"), tree, n.Engine,
+			time.Since(n.Started).Round(time.Second))
+	}
+	_ = tw.Flush()
+	return exitOK
+}
+
+// drainCmd is "codemode drain".
+func drainCmd(args []string, stdout, stderr io.Writer) int {
+	node, rest, code := adminNode(context.Background(), "drain", args, drainUsage, stderr, nil)
+	if node == nil {
+		return code
+	}
+	defer node.Close()
+	if len(rest) != 1 {
+		fmt.Fprintln(stderr, "codemode drain: give the NAME of one worker (codemode nodes lists them)")
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	busy, err := node.Drain(ctx, rest[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "codemode drain: %v\n", err)
+		return exitFailure
+	}
+	fmt.Fprintf(stdout, "%s is draining: it finishes its %d run(s) under way, then stops\n", rest[0], busy)
 	return exitOK
 }

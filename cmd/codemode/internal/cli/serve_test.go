@@ -110,6 +110,63 @@ func TestServeAndWorkerProcess(t *testing.T) {
 	}
 }
 
+// codemode nodes lists a front and a worker process; codemode drain has
+// the worker stop, and its process exits.
+func TestNodesAndDrainCommands(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "cluster")
+	ctx := context.Background()
+	cs, stderr, _ := startServe(t, ctx, "--demo-tools", "--data", data)
+	worker, werr := startProcess(t, "worker", "--demo-tools", "--data", data, "--cache-dir", engineCache, "--worker-runs", "3")
+	if isErr, v := callExecute(t, cs, `return 1`); isErr || v["ok"] != true {
+		t.Fatalf("result = %v\n%s\n%s", v, stderr, werr)
+	}
+	var list []map[string]any
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		var out, errb bytes.Buffer
+		if code := Run([]string{"nodes", "--json", "--data", data}, strings.NewReader(""), &out, &errb); code != exitOK {
+			t.Fatalf("nodes: exit %d: %s", code, errb.String())
+		}
+		list = nil
+		_ = json.Unmarshal(out.Bytes(), &list)
+		if len(list) == 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var name string
+	for _, n := range list {
+		if n["front"] != true {
+			name, _ = n["name"].(string)
+		}
+	}
+	if len(list) != 2 || name == "" {
+		t.Fatalf("nodes: %v", list)
+	}
+	var out, errb bytes.Buffer
+	if code := Run([]string{"nodes", "--data", data}, strings.NewReader(""), &out, &errb); code != exitOK ||
+		!strings.Contains(out.String(), "front") || !strings.Contains(out.String(), name) || !strings.Contains(out.String(), "0/3") {
+		t.Fatalf("nodes table: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := Run([]string{"drain", "--data", data, "nobody"}, strings.NewReader(""), &out, &errb); code != exitFailure || !strings.Contains(errb.String(), "no worker by that name") {
+		t.Fatalf("drain nobody: exit %d %s", code, errb.String())
+	}
+	if code := Run([]string{"drain", "--data", data, name}, strings.NewReader(""), &out, &errb); code != exitOK || !strings.Contains(out.String(), "is draining") {
+		t.Fatalf("drain: exit %d %s%s", code, out.String(), errb.String())
+	}
+	done := make(chan error, 1)
+	go func() { done <- worker.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(werr.String(), "the worker drained") {
+			t.Fatalf("worker exit %v\n%s", err, werr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the drained worker did not exit\n%s", werr)
+	}
+}
+
 // Flags that cannot work are usage errors that say what to do.
 func TestServeUsageErrors(t *testing.T) {
 	data := t.TempDir()
