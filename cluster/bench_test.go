@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io/fs"
 	"path/filepath"
 	"runtime"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/codemode-go/codemode"
+	"github.com/nats-io/nats.go"
 )
 
 // The cost the cluster adds, side by side with the same program run in
@@ -96,4 +99,110 @@ func dataBytes(b *testing.B, dir string) int64 {
 		return nil
 	})
 	return total
+}
+
+// Throughput with 1, 2 and 4 workers (each with 4 run slots, in this
+// process), 32 runs in flight: "io" makes one call that may change
+// something and takes 10 ms, as a call to a real service does; "return1"
+// makes none (go test ./cluster -bench Throughput -run ^$).
+func BenchmarkThroughput(b *testing.B) {
+	slow := func(fx *effects) codemode.Tools {
+		return codemode.Tools{"svc": codemode.Tools{"post": codemode.Tool{
+			Run: func(ctx context.Context, _ json.RawMessage) (any, error) {
+				time.Sleep(10 * time.Millisecond)
+				return fx.add(ctx), nil
+			}}}}
+	}
+	for _, p := range []struct{ name, code string }{
+		{"io", `return await tools.svc.post({})`},
+		{"return1", `return 1`},
+	} {
+		for _, workers := range []int{1, 2, 4} {
+			b.Run(fmt.Sprintf("%s/workers=%d", p.name, workers), func(b *testing.B) {
+				n := openNode(b, Config{})
+				var fx effects
+				for range workers {
+					runWorker(b, n, codemode.Options{Tools: slow(&fx), Timeout: 30 * time.Second}, WorkerOptions{MaxRuns: 4})
+				}
+				front, err := codemode.New(codemode.Options{Tools: slow(nil), StateKey: testKey, CacheDir: engineCache})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer front.Close()
+				b.SetParallelism(16) // 32 submitters on 2 cores
+				start := time.Now()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if res, err := n.Execute(context.Background(), front, p.code, nil); err != nil || !res.OK {
+							b.Error(res.Error, err)
+							return
+						}
+					}
+				})
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "runs/s")
+			})
+		}
+	}
+}
+
+// The pause a run sees when its worker dies: the only worker is cut off
+// (its connection closed, as when its process is killed) while it makes a
+// call, a second starts at once, and takes the run over once AckWait has
+// passed without word from the first. Reported against AckWait
+// (go test ./cluster -bench Failover -run ^$ -benchtime 5x).
+func BenchmarkFailover(b *testing.B) {
+	const ackWait = 2 * time.Second
+	n := openNode(b, Config{AckWait: ackWait})
+	front, err := codemode.New(codemode.Options{Tools: shopTools(nil, nil), StateKey: testKey, CacheDir: engineCache})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer front.Close()
+	start := func(node *Node, tools codemode.Tools) (stop func()) {
+		w, err := NewWorker(node, codemode.Options{Tools: tools, StateKey: testKey, CacheDir: engineCache, Timeout: 30 * time.Second}, WorkerOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = w.Run(ctx) }()
+		return func() { cancel(); <-done; w.Close() }
+	}
+	var total time.Duration
+	for b.Loop() {
+		dying, err := Open(context.Background(), Config{URL: n.URL(), Options: []nats.Option{nats.Token(n.Token())}, AckWait: ackWait})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var fx effects
+		block := make(chan struct{})
+		stopDying := start(dying, shopTools(&fx, block))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		id, err := n.Submit(ctx, front, `try { await tools.shop.charge({ order: "x" }) } catch (e) {} return await tools.shop.price({ sku: "a" })`)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			if rec, _, _ := n.record(ctx, id); rec.Status == running && rec.Step > 0 {
+				break // charge is checkpointed and held by the dying worker
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		killed := time.Now()
+		dying.nc.Close()
+		var rfx effects
+		stopRescuer := start(n, shopTools(&rfx, nil))
+		res, _, err := n.Wait(ctx, id)
+		if err != nil || !res.OK {
+			b.Fatal(res.Error, err)
+		}
+		total += time.Since(killed)
+		stopRescuer()
+		close(block)
+		stopDying()
+		dying.Close()
+		cancel()
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "pause-ms")
+	b.ReportMetric(ackWait.Seconds()*1000, "ackwait-ms")
 }
