@@ -71,6 +71,8 @@ type clusterFlags struct {
 	listen   string
 	natsURL  string
 	tokenEnv string
+	user     string
+	passEnv  string
 	creds    string
 	tlsCA    string
 	tlsCert  string
@@ -108,6 +110,8 @@ func (c *clusterFlags) registerJoin(fs *flag.FlagSet, data string) {
 	fs.StringVar(&c.data, "data", data, "`directory` of the embedded NATS server's data and token (serve starts it; worker joins it)")
 	fs.StringVar(&c.natsURL, "nats", "", "join the NATS server or cluster at `URL` instead of an embedded one")
 	fs.StringVar(&c.tokenEnv, "nats-token-env", "", "environment variable `NAME` holding the NATS token")
+	fs.StringVar(&c.user, "nats-user", "", "NATS user `name` (with --nats-password-env)")
+	fs.StringVar(&c.passEnv, "nats-password-env", "", "environment variable `NAME` holding the NATS user's password")
 	fs.StringVar(&c.creds, "nats-creds", "", "NATS credentials `file` (user JWT and seed)")
 	fs.StringVar(&c.tlsCA, "nats-tls-ca", "", "`file` of CA certificates the NATS servers' certificates are checked against")
 	fs.StringVar(&c.tlsCert, "nats-tls-cert", "", "client certificate `file` for NATS (with --nats-tls-key)")
@@ -163,6 +167,16 @@ func (c *clusterFlags) config(asWorker bool) (cluster.Config, error) {
 			return cfg, fmt.Errorf("--nats-token-env: the environment variable %s is empty or unset", c.tokenEnv)
 		}
 		cfg.Options = append(cfg.Options, nats.Token(tok))
+	}
+	if (c.user == "") != (c.passEnv == "") {
+		return cfg, errors.New("--nats-user and --nats-password-env go together")
+	}
+	if c.user != "" {
+		pass := os.Getenv(c.passEnv)
+		if pass == "" {
+			return cfg, fmt.Errorf("--nats-password-env: the environment variable %s is empty or unset", c.passEnv)
+		}
+		cfg.Options = append(cfg.Options, nats.UserInfo(c.user, pass))
 	}
 	if c.creds != "" {
 		cfg.Options = append(cfg.Options, nats.UserCredentials(c.creds))
