@@ -229,6 +229,9 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 		}
 		defer node.close() // after srv.Close: runs first
 		exec = node.node
+		if err := publishManifest(ctx, node.node, &f.sources, f.cluster.keyFile, logger); err != nil {
+			logger.Warn("the tool manifest was not published: workers need the same tool flags as this front", "error", err)
+		}
 		if f.sessionState {
 			runtimeOpts.Values = node.node.Values(0, 0)
 		}

@@ -55,9 +55,10 @@ Every flag of "codemode mcp" applies, and these:
 const workerUsage = `Usage: codemode worker [flags]
 
 Runs the programs of a cluster's fronts (codemode serve): give it the same
-tool flags as the fronts (--config, --openapi, --demo-tools ...) and the
-same --state-key-file, and either --data DIR of an embedded server on this
-machine or --nats URL. It runs until SIGINT or SIGTERM, then finishes the
+tool flags as the fronts (--config, --openapi, --demo-tools ...), or
+--tools-from-cluster to build them from the manifest the fronts publish,
+the same --state-key-file, and either --data DIR of an embedded server on
+this machine or --nats URL. It runs until SIGINT or SIGTERM, then finishes the
 runs it holds before it exits.
 
 Flags:
@@ -103,6 +104,26 @@ func (c *clusterFlags) register(fs *flag.FlagSet, serve bool) {
 	fs.IntVar(&c.runs, "worker-runs", 4, "most programs a worker runs at once")
 	c.ackWait = duration(10 * time.Second)
 	fs.Var(&c.ackWait, "ack-wait", "how long a silent worker keeps its runs before another takes them over, a `duration`")
+}
+
+// manifestSources opens the tools of the manifest the fronts published,
+// reading it with a node of its own before the worker joins.
+func (c *clusterFlags) manifestSources(ctx context.Context, sf *sourceFlags, logger *slog.Logger) (*toolSource, func(), error) {
+	cfg, err := c.config(true)
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	cfg.Front = false
+	key, err := secret.Key(c.keyFile, codemode.MinStateKeyBytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("state key: %w", err)
+	}
+	node, err := cluster.Open(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer node.Close()
+	return manifestSources(ctx, node, key, sf, logger)
 }
 
 // registerJoin adds the flags that say where the cluster is.
@@ -310,6 +331,7 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer) int {
 	rf.registerRun(fs)
 	rf.registerEngine(fs)
 	cf.register(fs, false)
+	fromCluster := fs.Bool("tools-from-cluster", false, "build the tools from the manifest the fronts publish (their --config, --openapi and --demo-tools, the files inlined), and follow it, instead of tool flags of its own")
 	rest, err := parseArgs(fs, args)
 	if err != nil {
 		return parseError(err)
@@ -328,12 +350,45 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer) int {
 		return exitUsage
 	}
 	logger = slog.New(quietSDK{logger.Handler()})
-	src, err := sf.open(ctx, logger, false) // the whole tree before taking jobs
+	if *fromCluster && sf.usesTools() {
+		fmt.Fprintln(stderr, "codemode worker: --tools-from-cluster takes the fronts' tools; give no --config, --openapi or --demo-tools")
+		return exitUsage
+	}
+	var src *toolSource
+	cleanup := func() {}
+	if *fromCluster {
+		src, cleanup, err = cf.manifestSources(ctx, &sf, logger)
+	} else {
+		src, err = sf.open(ctx, logger, false) // the whole tree before taking jobs
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "codemode worker: %v\n", err)
+		switch {
+		case errors.As(err, new(usageError)):
+			return exitUsage
+		case *fromCluster:
+			return exitFailure // the cluster's or the manifest's fault, not the flags'
+		}
 		return exitFor(err)
 	}
-	defer src.close()
+	// The current source; the manifest's changes replace it.
+	var srcMu sync.Mutex
+	current := func() (*toolSource, func()) {
+		srcMu.Lock()
+		defer srcMu.Unlock()
+		return src, cleanup
+	}
+	var retired []*toolSource // replaced, closed a minute later or at the end
+	defer func() {
+		s, c := current()
+		s.close()
+		c()
+		srcMu.Lock()
+		for _, r := range retired {
+			r.close()
+		}
+		srcMu.Unlock()
+	}()
 	m, err := cf.join(ctx, true, true, rf.options(src.tools()), logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "codemode worker: %v\n", err)
@@ -343,7 +398,39 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer) int {
 		return exitFailure
 	}
 	var follow sync.WaitGroup
-	if ch := src.changed(); ch != nil {
+	if *fromCluster {
+		// A front that publishes another manifest (it restarted with
+		// other tools) gets workers with its tools: the old tree's runs
+		// finish, and its source closes once no job needs it.
+		key, _ := secret.Key(cf.keyFile, codemode.MinStateKeyBytes)
+		err := m.node.WatchManifest(ctx, key, func(b []byte, err error) {
+			if err != nil {
+				logger.Error("a published tool manifest was refused", "error", err)
+				return
+			}
+			next, nextCleanup, err := sourcesOf(ctx, b, &sf, logger)
+			if err != nil {
+				logger.Error("the fronts' new tools could not be built; keeping the old ones", "error", err)
+				return
+			}
+			srcMu.Lock()
+			defer srcMu.Unlock()
+			m.setTools(next.tools(), logger)
+			logger.Info("tools rebuilt from the fronts' new manifest")
+			old, oldCleanup := src, cleanup
+			src, cleanup = next, nextCleanup
+			retired = append(retired, old)
+			go func() {
+				// Runs under way may still call the old servers.
+				time.Sleep(time.Minute)
+				old.close()
+				oldCleanup()
+			}()
+		})
+		if err != nil {
+			logger.Warn("following the tool manifest failed", "error", err)
+		}
+	} else if ch := src.changed(); ch != nil {
 		follow.Add(1)
 		go func() {
 			defer follow.Done()
@@ -358,7 +445,8 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer) int {
 	case <-m.stopped:
 	}
 	m.close()
-	src.close()
+	s, _ := current()
+	s.close()
 	follow.Wait()
 	return exitOK
 }

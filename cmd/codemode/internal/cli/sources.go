@@ -102,8 +102,9 @@ func exitFor(err error) int {
 // documents, the demo tools) and the MCP servers of --config, whose tools
 // change as servers come, go and announce new tools.
 type toolSource struct {
-	fixed codemode.Tools
-	up    *mcp.Upstreams // nil without --config
+	fixed  codemode.Tools
+	up     *mcp.Upstreams // nil without --config
+	closed sync.Once
 }
 
 // open loads every source, connecting the --config servers: all of them
@@ -185,9 +186,11 @@ func (t *toolSource) changed() <-chan struct{} {
 
 // close stops the servers.
 func (t *toolSource) close() {
-	if t.up != nil {
-		_ = t.up.Close()
-	}
+	t.closed.Do(func() {
+		if t.up != nil {
+			_ = t.up.Close()
+		}
+	})
 }
 
 // fixedTools builds the tools that do not change: the demo tools and the
