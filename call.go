@@ -34,6 +34,11 @@ type Call struct {
 	// yet; a Deny for one denies the begin, an Ask makes it a question.
 	// Each call is still judged, with its input, when it is made.
 	Declared bool `json:"declared,omitempty"`
+	// Compensating marks the context of a compensation (Tool.Compensate,
+	// run when a transaction is rolled back): CallFrom gives the call it
+	// undoes, so that a host that must not undo a call twice keys on its
+	// RunID and Index.
+	Compensating bool `json:"compensating,omitempty"`
 }
 
 // Shown is the call's input as a person should see it, whole: the same

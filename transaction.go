@@ -244,7 +244,9 @@ func (ex *execution) compensate(steps []txStep, stragglers int) (undone, problem
 			continue
 		}
 		start := time.Now()
-		err := compensateWithin(ex.ctx, grace, entry.tool.Compensate, step.Input, step.Output)
+		undo := withCall(ex.ctx, Call{Index: step.Index, Name: step.Name, Path: step.Path, Input: step.Input,
+			Annotations: entry.tool.Annotations, RunID: ex.runID, Session: ex.session, Compensating: true})
+		err := compensateWithin(undo, grace, entry.tool.Compensate, step.Input, step.Output)
 		call := ToolCall{Name: step.Name + "#compensate", Outcome: OutcomeOK, DurationMs: time.Since(start).Milliseconds()}
 		switch {
 		case errors.Is(err, errAbandoned):

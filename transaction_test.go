@@ -14,8 +14,9 @@ import (
 // ledger is a fake service whose steps can be undone, recording what
 // happened in order.
 type ledger struct {
-	mu  sync.Mutex
-	log []string
+	mu    sync.Mutex
+	log   []string
+	undid []string // the calls the compensations' contexts name
 }
 
 func (l *ledger) note(s string) {
@@ -41,7 +42,12 @@ func (l *ledger) tools(failStep string, failUndo string) Tools {
 				l.note(name)
 				return map[string]string{"receipt": name + "-1"}, nil
 			},
-			Compensate: func(_ context.Context, in, out json.RawMessage) error {
+			Compensate: func(ctx context.Context, in, out json.RawMessage) error {
+				if c, ok := CallFrom(ctx); ok && c.Compensating {
+					l.mu.Lock()
+					l.undid = append(l.undid, fmt.Sprintf("%s#%d", c.Name, c.Index))
+					l.mu.Unlock()
+				}
 				var o struct{ Receipt string }
 				_ = json.Unmarshal(out, &o)
 				if name == failUndo {
@@ -73,6 +79,10 @@ func TestTransactionRollsBackInReverse(t *testing.T) {
 	}
 	if got := l.String(); got != "reserve,charge,ship:failed,undo charge-1,undo reserve-1" {
 		t.Fatalf("ledger %s", got)
+	}
+	// Each compensation's context names the call it undoes.
+	if got := strings.Join(l.undid, ","); got != "shop.charge#2,shop.reserve#1" {
+		t.Fatalf("compensations' calls %s", got)
 	}
 	var audit []string
 	for _, c := range res.ToolCalls {

@@ -172,3 +172,61 @@ func mustJSON(v any) []byte {
 	}
 	return b
 }
+
+// undoOnce wraps the compensations of tools (Tool.Compensate, run when a
+// program's transaction is rolled back) so that a run undoes each call at
+// most once across workers. A rollback happens inside a step, so a worker
+// that takes a run over replays it from the last checkpoint; the
+// compensation is claimed in the ledger (under its call's key, with
+// ".undo") before it runs and recorded after, and the replay finds it
+// done (and does not run it again), or claimed and never recorded (it may
+// or may not have happened: reported as not undone, with why).
+func undoOnce(n *Node, tools codemode.Tools) codemode.Tools {
+	return remap(tools, nil, func(_ []string, t codemode.Tool) codemode.Tool {
+		if t.Compensate == nil {
+			return t
+		}
+		undo := t.Compensate
+		t.Compensate = func(ctx context.Context, in, out json.RawMessage) error {
+			run, _ := ctx.Value(idempotencyKey{}).(string)
+			c, ok := codemode.CallFrom(ctx)
+			if run == "" || !ok || !c.Compensating {
+				return undo(ctx, in, out)
+			}
+			key := ledgerKey(run, c.Index) + ".undo"
+			rev, err := n.led.Create(ctx, key, mustJSON(entry{State: claimed, By: n.cfg.Name}))
+			switch {
+			case errors.Is(err, jetstream.ErrKeyExists):
+				kv, err := n.led.Get(ctx, key)
+				if err != nil {
+					return fmt.Errorf("cluster: reading the ledger: %w", err)
+				}
+				var e entry
+				_ = json.Unmarshal(kv.Value(), &e)
+				switch {
+				case e.State == done && e.Error == "":
+					return nil
+				case e.State == done:
+					return codemode.ToolError(e.Error)
+				}
+				return codemode.ToolError("whether it was undone is unknown: the worker undoing it stopped before it reported back, and it was not undone again")
+			case err != nil:
+				return fmt.Errorf("cluster: claiming the compensation in the ledger: %w", err)
+			}
+			uerr := undo(ctx, in, out)
+			e := entry{State: done, By: n.cfg.Name}
+			if uerr != nil {
+				if msg, safe := codemode.ToolErrorMessage(uerr); safe {
+					e.Error = msg
+				} else {
+					e.Error = "its compensation failed"
+				}
+			}
+			if _, err := n.led.Update(context.WithoutCancel(ctx), key, mustJSON(e), rev); err != nil && uerr == nil {
+				return fmt.Errorf("cluster: recording the compensation in the ledger: %w", err)
+			}
+			return uerr
+		}
+		return t
+	})
+}

@@ -63,6 +63,7 @@ func NewWorker(n *Node, opts codemode.Options, wo WorkerOptions) (*Worker, error
 		return nil, errors.New("cluster: a worker needs Options.StateKey, the same on every worker")
 	}
 	opts.Policy = durable(opts.Policy)
+	opts.Tools = undoOnce(n, opts.Tools)
 	// A state travels in its run's record, base64 in JSON, and a record
 	// is one message: a bigger state would fail every checkpoint, and the
 	// run would go from worker to worker until it was given up. Capped,
@@ -92,7 +93,7 @@ func NewWorker(n *Node, opts codemode.Options, wo WorkerOptions) (*Worker, error
 // worker that has it.
 func (w *Worker) SetTools(tools codemode.Tools) error {
 	opts := w.opts
-	opts.Tools = tools
+	opts.Tools = undoOnce(w.node, tools)
 	rt, err := codemode.New(opts)
 	if err != nil {
 		return err
