@@ -27,6 +27,7 @@ const (
 	envWorkerURL   = "CODEMODE_TEST_WORKER_URL"
 	envWorkerToken = "CODEMODE_TEST_WORKER_TOKEN"
 	envEffects     = "CODEMODE_TEST_EFFECTS"
+	envFrontURL    = "CODEMODE_TEST_FRONT_URL"
 )
 
 func TestMain(m *testing.M) {
@@ -35,6 +36,9 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv(envServerDir) != "" {
 		os.Exit(serverProcess())
+	}
+	if url := os.Getenv(envFrontURL); url != "" {
+		os.Exit(frontProcess(url))
 	}
 	os.Exit(m.Run())
 }
@@ -376,4 +380,109 @@ func TestKillWorkers(t *testing.T) {
 		t.Error("no run was taken over: the kills missed every run, so nothing was tested")
 	}
 	t.Logf("%d runs, %d calls made, %d in doubt, %d takeovers after %d kills", runs, len(made), doubts, takeovers, kills)
+}
+
+// frontProcess submits two runs — one that makes a charge, one whose
+// charge its worker's policy asks about — prints their ids (and, once it
+// has asked, the question) and waits to be killed.
+func frontProcess(url string) int {
+	n, err := Open(context.Background(), Config{URL: url, Options: []nats.Option{nats.Token(os.Getenv(envWorkerToken))}, Front: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	rt, err := codemode.New(codemode.Options{CacheDir: engineCache, Tools: shopTools(nil, nil), StateKey: testKey})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx := context.Background()
+	plain, err := n.Submit(ctx, rt, `return (await tools.shop.refund({ order: "p" })).refunded`)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	asking, err := n.Submit(ctx, rt, chargeProgram)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("runs %s %s\n", plain, asking)
+	_, asked, err := n.Wait(ctx, asking)
+	if err != nil || asked == nil {
+		fmt.Fprintln(os.Stderr, "no question:", err)
+		return 1
+	}
+	fmt.Printf("asked %d %d\n", asked.Step, asked.Calls[0].Index)
+	select {} // until killed
+}
+
+// A front killed with SIGKILL after it submitted its runs and its run
+// asked a question: another front's Wait returns the first run's result,
+// sees the question, answers it, and gets the second run's result; the
+// charge is made once.
+func TestFrontKilled(t *testing.T) {
+	n := openNode(t, Config{})
+	var fx effects
+	startAskingWorker(t, n, &fx)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), envFrontURL+"="+n.URL(), envWorkerToken+"="+n.Token())
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := bufio.NewScanner(out)
+	var plain, asking string
+	var step, index int
+	for lines.Scan() {
+		if _, err := fmt.Sscanf(lines.Text(), "runs %s %s", &plain, &asking); err == nil {
+			continue
+		}
+		if _, err := fmt.Sscanf(lines.Text(), "asked %d %d", &step, &index); err == nil {
+			break
+		}
+	}
+	if asking == "" {
+		t.Fatal("the front process asked nothing")
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, _, err := n.Wait(ctx, plain)
+	if err != nil || !res.OK || string(res.Value) != "true" {
+		t.Fatalf("the killed front's first run: %+v %v", res, err)
+	}
+	_, asked, err := n.Wait(ctx, asking)
+	if err != nil || asked == nil || asked.Step != step || asked.Calls[0].Index != index {
+		t.Fatalf("the killed front's question: %+v %v", asked, err)
+	}
+	if err := n.Answer(ctx, asking, step, map[int]codemode.Decision{index: {Verdict: codemode.Allow}}); err != nil {
+		t.Fatal(err)
+	}
+	res, _, err = n.Wait(ctx, asking)
+	if err != nil || !res.OK || string(res.Value) != "true" {
+		t.Fatalf("the answered run: %+v %v", res, err)
+	}
+	charges := 0
+	fx.mu.Lock()
+	for k, c := range fx.keys {
+		if strings.HasPrefix(k, asking+"/") {
+			charges += c
+		}
+	}
+	fx.mu.Unlock()
+	if charges != 1 {
+		t.Fatalf("%d charges for the answered run", charges)
+	}
 }
