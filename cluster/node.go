@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -35,11 +36,15 @@ type Config struct {
 	// temporary directory would lose every parked run with the process.
 	DataDir string
 	// Listen is the embedded server's client address; empty means
-	// 127.0.0.1 on a free port. Another process on the machine joins with
-	// Node.URL and the token. A non-loopback address is refused: an
-	// embedded server has a token and no TLS, which is not for a network
-	// (run a NATS cluster with TLS and accounts instead).
+	// 127.0.0.1 on a free port (so does port 0). Another process joins
+	// with Node.URL and the token. A non-loopback address is refused
+	// unless TLS is set: a token sent in the clear is not for a network.
 	Listen string
+	// TLS, when set, is the embedded server's TLS for its clients (its
+	// certificate; clients are not asked for one, the token is their
+	// credential): every client but this process's own connects over
+	// TLS, and Listen may be an address other machines reach.
+	TLS *tls.Config
 
 	// Name names this process in run records and logs; empty means
 	// host:pid.
@@ -168,7 +173,14 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	} else {
 		n.url = cfg.URL
 	}
-	nc, err := nats.Connect(n.url, opts...)
+	dial := n.url
+	if n.srv != nil {
+		// In process, with no TLS between the two (ClientURL says tls://
+		// when the server has TLS).
+		_, addr, _ := strings.Cut(n.srv.ClientURL(), "://")
+		dial = "nats://" + addr
+	}
+	nc, err := nats.Connect(dial, opts...)
 	if err != nil {
 		n.shutdown()
 		return nil, fmt.Errorf("cluster: connecting to NATS at %s: %w", n.url, err)
@@ -203,8 +215,14 @@ func (n *Node) embed() error {
 		return errors.New("cluster: an embedded NATS server needs a data directory (Config.DataDir, --data)")
 	}
 	host, port, err := loopback("listen", n.cfg.Listen, "127.0.0.1", -1)
+	if err != nil && n.cfg.TLS != nil {
+		host, port, err = hostPort("listen", n.cfg.Listen)
+	}
 	if err != nil {
 		return err
+	}
+	if port == 0 {
+		port = -1 // a free one, not NATS's default
 	}
 	if err := os.MkdirAll(n.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("cluster: data directory: %w", err)
@@ -232,6 +250,9 @@ func (n *Node) embed() error {
 		MaxPayload:         maxState,
 		JetStreamMaxMemory: 64 << 20,
 	}
+	if n.cfg.TLS != nil {
+		opts.TLSConfig, opts.TLS, opts.TLSTimeout = n.cfg.TLS, true, 5
+	}
 	if n.cfg.ClusterListen != "" {
 		chost, cport, err := loopback("cluster listen", n.cfg.ClusterListen, "", 0)
 		if err != nil {
@@ -258,6 +279,16 @@ func (n *Node) embed() error {
 		return errors.New("cluster: the embedded NATS server did not start within 15s")
 	}
 	n.srv, n.tok, n.url = srv, tok, srv.ClientURL()
+	if n.cfg.TLS != nil {
+		// As other processes dial it: over TLS, at the listen host (a
+		// loopback one when it listens on every address).
+		a := srv.Addr().(*net.TCPAddr)
+		h := host
+		if ip := net.ParseIP(h); h == "" || ip != nil && ip.IsUnspecified() {
+			h = "127.0.0.1"
+		}
+		n.url = "tls://" + net.JoinHostPort(h, strconv.Itoa(a.Port))
+	}
 	return nil
 }
 
@@ -267,15 +298,24 @@ func loopback(what, addr, host string, port int) (string, int, error) {
 	if addr == "" {
 		return host, port, nil
 	}
+	h, port, err := hostPort(what, addr)
+	if err != nil {
+		return "", 0, err
+	}
+	ip := net.ParseIP(h)
+	if h != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return "", 0, fmt.Errorf("cluster: an embedded server's %s address must be loopback only, not %q, unless it has TLS (serve --nats-listen-tls-cert/--nats-listen-tls-key); a token sent in the clear is not for a network", what, addr)
+	}
+	return h, port, nil
+}
+
+func hostPort(what, addr string) (string, int, error) {
 	h, p, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "", 0, fmt.Errorf("cluster: %s address %q: %w", what, addr, err)
 	}
-	ip := net.ParseIP(h)
-	if h != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return "", 0, fmt.Errorf("cluster: an embedded server's %s address must be loopback only, not %q: it has a token and no TLS; join a NATS cluster with TLS and accounts (--nats) to span machines", what, addr)
-	}
-	if port, err = strconv.Atoi(p); err != nil {
+	port, err := strconv.Atoi(p)
+	if err != nil {
 		return "", 0, fmt.Errorf("cluster: %s port %q: %w", what, p, err)
 	}
 	return h, port, nil

@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -82,6 +83,8 @@ type clusterFlags struct {
 	runs     int
 	ackWait  duration
 
+	listenCert    string // serve: TLS for the embedded server's clients
+	listenKey     string
 	clusterListen string // serve: cluster the embedded server
 	routes        string
 	replicas      int
@@ -94,7 +97,9 @@ func (c *clusterFlags) register(fs *flag.FlagSet, serve bool) {
 	}
 	if serve {
 		fs.BoolVar(&c.worker, "worker", false, "run a worker in this process too (one machine needs nothing else)")
-		fs.StringVar(&c.listen, "nats-listen", "", "`host:port` of the embedded NATS server, loopback only (default 127.0.0.1 on a free port, written to DIR/url)")
+		fs.StringVar(&c.listen, "nats-listen", "", "`host:port` of the embedded NATS server, loopback only without --nats-listen-tls-cert (default 127.0.0.1 on a free port, written to DIR/url)")
+		fs.StringVar(&c.listenCert, "nats-listen-tls-cert", "", "certificate `file` the embedded NATS server presents: clients connect over TLS, and --nats-listen may be an address other machines reach")
+		fs.StringVar(&c.listenKey, "nats-listen-tls-key", "", "key `file` of --nats-listen-tls-cert")
 		fs.StringVar(&c.clusterListen, "nats-cluster-listen", "", "cluster the embedded server: listen for routes at `host:port` (loopback only; every server needs the same --nats-token-env)")
 		fs.StringVar(&c.routes, "nats-routes", "", "the other embedded servers' --nats-cluster-listen addresses, `host:port,...`")
 	}
@@ -179,6 +184,18 @@ func (c *clusterFlags) config(asWorker bool) (cluster.Config, error) {
 			}
 			cfg.URL, cfg.Token = strings.TrimSpace(string(url)), ""
 			cfg.Options = append(cfg.Options, nats.Token(strings.TrimSpace(string(tok))))
+			// An embedded server with TLS is dialled over TLS.
+			return cfg, c.clientTLS(&cfg)
+		}
+		if (c.listenCert == "") != (c.listenKey == "") {
+			return cfg, errors.New("--nats-listen-tls-cert and --nats-listen-tls-key go together")
+		}
+		if c.listenCert != "" {
+			pair, err := tls.LoadX509KeyPair(c.listenCert, c.listenKey)
+			if err != nil {
+				return cfg, fmt.Errorf("--nats-listen-tls-cert/--nats-listen-tls-key: %w", err)
+			}
+			cfg.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 		}
 		return cfg, nil
 	}
@@ -202,16 +219,21 @@ func (c *clusterFlags) config(asWorker bool) (cluster.Config, error) {
 	if c.creds != "" {
 		cfg.Options = append(cfg.Options, nats.UserCredentials(c.creds))
 	}
+	return cfg, c.clientTLS(&cfg)
+}
+
+// clientTLS adds the --nats-tls-* options.
+func (c *clusterFlags) clientTLS(cfg *cluster.Config) error {
 	if c.tlsCA != "" {
 		cfg.Options = append(cfg.Options, nats.RootCAs(c.tlsCA))
 	}
 	if (c.tlsCert == "") != (c.tlsKey == "") {
-		return cfg, errors.New("--nats-tls-cert and --nats-tls-key go together")
+		return errors.New("--nats-tls-cert and --nats-tls-key go together")
 	}
 	if c.tlsCert != "" {
 		cfg.Options = append(cfg.Options, nats.ClientCert(c.tlsCert, c.tlsKey))
 	}
-	return cfg, nil
+	return nil
 }
 
 // member is this process in the cluster: its node and, when it runs
@@ -244,7 +266,11 @@ func (c *clusterFlags) join(ctx context.Context, asWorker, runWorker bool, opts 
 			return nil, fmt.Errorf("writing the server's address: %w", err)
 		}
 		logger.Info("embedded NATS server started", "url", node.URL(), "data", c.data,
-			"join", "codemode worker --data "+c.data+" (with the same tool flags)")
+			"join", "codemode worker --data "+c.data+" (with the same tool flags, or --tools-from-cluster)")
+		if cfg.TLS != nil {
+			logger.Info("other machines join over TLS", "join", "codemode worker --nats "+node.URL()+
+				" (with this host's name) --nats-tls-ca CA_FILE --nats-token-env NAME (NAME holding the token in "+filepath.Join(c.data, "token")+")")
+		}
 	}
 	if !runWorker {
 		return m, nil

@@ -156,3 +156,45 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// serve's embedded server listens on every address with TLS: a worker
+// process joins over TLS with the CA and the token, as one on another
+// machine would, and runs the front's programs; without the CA it cannot
+// join, and without TLS the address is refused.
+func TestEmbeddedServerWithTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, cert, key := pki(t, dir)
+	data := filepath.Join(dir, "cluster")
+	ctx := context.Background()
+	cs, stderr, _ := startServe(t, ctx, "--demo-tools", "--data", data, "--state-key-file", filepath.Join(dir, "state.key"),
+		"--nats-listen", "0.0.0.0:0", "--nats-listen-tls-cert", cert, "--nats-listen-tls-key", key)
+	url, err := os.ReadFile(filepath.Join(data, "url"))
+	if err != nil || !strings.HasPrefix(string(url), "tls://127.0.0.1:") {
+		t.Fatalf("url %q %v\n%s", url, err, stderr)
+	}
+	tok, err := os.ReadFile(filepath.Join(data, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CODEMODE_TEST_TOKEN", strings.TrimSpace(string(tok)))
+	remote := []string{"--nats", strings.TrimSpace(string(url)), "--nats-token-env", "CODEMODE_TEST_TOKEN"}
+
+	var errb syncBuffer
+	if code := Run(append([]string{"nodes"}, remote...), strings.NewReader(""), &syncBuffer{}, &errb); code != exitFailure ||
+		!strings.Contains(errb.String(), "certificate") {
+		t.Fatalf("joining without the CA: exit %d %s", code, errb.String())
+	}
+	_, werr := startProcess(t, append([]string{"worker", "--demo-tools", "--state-key-file", filepath.Join(dir, "state.key"),
+		"--cache-dir", engineCache, "--nats-tls-ca", ca}, remote...)...)
+	isErr, v := callExecute(t, cs, `return (await tools.shop.listOrders({})).orders.length`)
+	if isErr || v["ok"] != true || v["value"] != float64(6) {
+		t.Fatalf("result = %v\nfront:\n%s\nworker:\n%s", v, stderr, werr)
+	}
+
+	var plain syncBuffer
+	code := Run([]string{"serve", "--data", filepath.Join(dir, "other"), "--nats-listen", "0.0.0.0:0", "--cache-dir", engineCache},
+		strings.NewReader(""), &syncBuffer{}, &plain)
+	if code != exitFailure || !strings.Contains(plain.String(), "loopback only") {
+		t.Fatalf("a non-loopback address without TLS: exit %d %s", code, plain.String())
+	}
+}
