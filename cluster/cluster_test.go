@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -375,5 +376,62 @@ func TestResultTooLargeForARecord(t *testing.T) {
 	}
 	if res.OK || res.Error == nil || !strings.Contains(res.Error.Message, "a cluster run can hand back") {
 		t.Fatalf("%.300v", res)
+	}
+}
+
+// With AskInDoubt, a call in doubt after a takeover becomes a question:
+// the run parks, and the answer decides whether the call is made again
+// (with the same idempotency key) or the program is told its outcome is
+// unknown.
+func TestAskInDoubt(t *testing.T) {
+	for _, allow := range []bool{true, false} {
+		t.Run(fmt.Sprint("allow=", allow), func(t *testing.T) {
+			n := openNode(t, Config{AckWait: time.Second})
+			stalled := openNode(t, Config{URL: n.URL(), Options: []nats.Option{nats.Token(n.Token())}, AckWait: time.Second, Name: "stalled"})
+			var fxA, fxB effects
+			block := make(chan struct{})
+			defer close(block)
+			startWorker(t, stalled, shopTools(&fxA, block))
+			rt := front(t, shopTools(nil, nil))
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			id, err := n.Submit(ctx, rt, `
+				try { return (await tools.shop.charge({ order: "o1" })).key } catch (e) { return e.message }`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for {
+				if rec, _, _ := n.record(ctx, id); rec.Status == running && rec.Step > 0 {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			time.Sleep(100 * time.Millisecond) // charge claimed and blocked
+			stalled.nc.Close()
+			runWorker(t, n, codemode.Options{Tools: shopTools(&fxB, nil), Timeout: 30 * time.Second}, WorkerOptions{AskInDoubt: true})
+			_, asked, err := n.Wait(ctx, id)
+			if err != nil || asked == nil || len(asked.Calls) != 1 || asked.Calls[0].Name != "shop.charge" || !strings.Contains(asked.Calls[0].Reason, "Make it again?") {
+				t.Fatalf("asked %+v %v", asked, err)
+			}
+			d := codemode.Decision{Verdict: codemode.Deny, Reason: "I will check by hand"}
+			if allow {
+				d = codemode.Decision{Verdict: codemode.Allow}
+			}
+			if err := n.Answer(ctx, id, asked.Step, map[int]codemode.Decision{asked.Calls[0].Index: d}); err != nil {
+				t.Fatal(err)
+			}
+			res, _, err := n.Wait(ctx, id)
+			if err != nil || !res.OK {
+				t.Fatalf("%+v %v", res, err)
+			}
+			if allow {
+				key := fmt.Sprintf("%s/%d", id, asked.Calls[0].Index)
+				if string(res.Value) != `"`+key+`"` || fxB.keys[key] != 1 {
+					t.Fatalf("made again: %s, %v", res.Value, fxB.keys)
+				}
+			} else if !strings.Contains(string(res.Value), "outcome of shop.charge is unknown") || !strings.Contains(string(res.Value), "I will check by hand") || fxB.total() != 0 {
+				t.Fatalf("not made again: %s, %v", res.Value, fxB.keys)
+			}
+		})
 	}
 }

@@ -85,35 +85,51 @@ func IdempotencyKey(ctx context.Context) (string, bool) {
 // claimed and not recorded is in doubt, and is made again only when its
 // tool is annotated idempotent, else the program is told its outcome is
 // unknown.
-func (w *Worker) claim(ctx context.Context, id string, c codemode.PendingCall) (res codemode.CallResult, make bool, rev uint64) {
+//
+// doubtful reports a call in doubt (claimed, never recorded, not
+// idempotent), whose entry is at revision rev: with
+// WorkerOptions.AskInDoubt a person decides whether it is made again.
+func (w *Worker) claim(ctx context.Context, id string, c codemode.PendingCall) (res codemode.CallResult, make bool, rev uint64, doubtful bool) {
 	key, sum := ledgerKey(id, c.Index), callSum(c)
 	// Creating first: a call is new far more often than not.
 	rev, err := w.node.led.Create(ctx, key, mustJSON(entry{State: claimed, Sum: sum, By: w.node.cfg.Name}))
 	switch {
 	case err == nil:
-		return codemode.CallResult{}, true, rev
+		return codemode.CallResult{}, true, rev, false
 	case !errors.Is(err, jetstream.ErrKeyExists):
-		return codemode.CallResult{Index: c.Index, Err: fmt.Errorf("cluster: claiming the call in the ledger: %w", err)}, false, 0
+		return codemode.CallResult{Index: c.Index, Err: fmt.Errorf("cluster: claiming the call in the ledger: %w", err)}, false, 0, false
 	}
 	e, rev, err := w.ledgerGet(ctx, key)
 	switch {
 	case err != nil:
-		return codemode.CallResult{Index: c.Index, Err: fmt.Errorf("cluster: reading the ledger: %w", err)}, false, 0
+		return codemode.CallResult{Index: c.Index, Err: fmt.Errorf("cluster: reading the ledger: %w", err)}, false, 0, false
 	case e.Sum != sum:
-		return doubt(c, "after this run's worker stopped, the run was taken over and made another call in this one's place"), false, 0
+		return doubt(c, "after this run's worker stopped, the run was taken over and made another call in this one's place"), false, 0, false
 	case e.State == done:
-		return e.result(c.Index), false, 0
+		return e.result(c.Index), false, 0, false
 	case e.State == claimed && c.Annotations != nil && c.Annotations.Idempotent:
 		// Made again with the same idempotency key: the tool says a
 		// repeat does nothing more.
-		return codemode.CallResult{}, true, rev
+		return codemode.CallResult{}, true, rev, false
 	}
 	if e.State == claimed {
 		// Every later taker says the same.
 		e.State = unknown
-		_, _ = w.node.led.Update(ctx, key, mustJSON(e), rev)
+		if r, err := w.node.led.Update(ctx, key, mustJSON(e), rev); err == nil {
+			rev = r
+		}
 	}
-	return doubt(c, "the worker making it stopped before it reported back, and the tool is not annotated idempotent, so it was not made again"), false, 0
+	return doubt(c, "the worker making it stopped before it reported back, and the tool is not annotated idempotent, so it was not made again"), false, rev, true
+}
+
+// doubtQuestion is what a person is asked about a call in doubt.
+const doubtQuestion = "The worker making this call stopped before it reported back: it may or may not have happened. Make it again?"
+
+// reclaim takes a call in doubt, at revision rev of its entry, for this
+// worker to make again (a person allowed it); false when another took it.
+func (w *Worker) reclaim(ctx context.Context, id string, c codemode.PendingCall, rev uint64) (uint64, bool) {
+	r, err := w.node.led.Update(ctx, ledgerKey(id, c.Index), mustJSON(entry{State: claimed, Sum: callSum(c), By: w.node.cfg.Name}), rev)
+	return r, err == nil
 }
 
 func doubt(c codemode.PendingCall, why string) codemode.CallResult {

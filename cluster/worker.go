@@ -26,6 +26,13 @@ type WorkerOptions struct {
 	// Logger receives a record per run and the worker's diagnostics; nil
 	// discards them.
 	Logger *slog.Logger
+	// AskInDoubt turns a call in doubt after a takeover (its worker
+	// stopped between claiming and recording it, and its tool is not
+	// idempotent) into a question for a person — make it again? — and
+	// parks the run until someone answers, or the deadline denies it
+	// (Config.AnswerWithin). Otherwise the program is told at once that
+	// the call's outcome is unknown.
+	AskInDoubt bool
 }
 
 // Worker runs the cluster's jobs. Each run is durable: its state is
@@ -40,6 +47,7 @@ type Worker struct {
 	opts codemode.Options
 	max  int
 	log  *slog.Logger
+	ask  bool // WorkerOptions.AskInDoubt
 
 	rt      atomic.Pointer[codemode.Runtime]
 	mu      sync.Mutex
@@ -82,7 +90,7 @@ func NewWorker(n *Node, opts codemode.Options, wo WorkerOptions) (*Worker, error
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{node: n, opts: opts, max: wo.MaxRuns, log: log, drain: make(chan struct{})}
+	w := &Worker{node: n, opts: opts, max: wo.MaxRuns, log: log, ask: wo.AskInDoubt, drain: make(chan struct{})}
 	w.rt.Store(rt)
 	return w, nil
 }
@@ -347,7 +355,10 @@ func (w *Worker) drive(ctx context.Context, rt *codemode.Runtime, j job, rec rec
 	} else if s, err = rt.Inspect(rec.State); err == nil {
 		// Taken over or answered: the calls of the last checkpoint,
 		// through the ledger, and on.
-		results, _ := w.answer(ctx, rt, j.ID, s, nil, rec.Answers)
+		results, ask, _ := w.answer(ctx, rt, j.ID, s, nil, rec.Answers)
+		if len(ask) > 0 {
+			return w.park(rctx, j, rec, rev, s.Step, ask)
+		}
 		rec.Questions, rec.Answers = nil, nil
 		if log != nil {
 			log.segment(s.Step)
@@ -364,27 +375,19 @@ func (w *Worker) drive(ctx context.Context, rt *codemode.Runtime, j job, rec rec
 			}
 		}
 		if q := questions(s); len(q) > 0 {
-			// Park: the run waits in its record, holding no worker,
-			// for answers from any front.
-			rec.Status, rec.Questions = parked, q
-			if _, err := w.node.runs.Update(rctx, runKey(j.ID), mustJSON(rec), rev); err != nil {
-				return false, "parking step " + fmt.Sprint(s.Step) + ": " + err.Error()
-			}
-			w.node.notify(j.ID, notice{Asked: rec.asked(j.ID)})
-			if j.Cell {
-				w.node.logEvent(rctx, j.ID, "park", strconv.Itoa(s.Step))
-			}
-			w.deadline(rctx, j.ID, s.Step)
-			return true, "parked for approval"
+			return w.park(rctx, j, rec, rev, s.Step, q)
 		}
 		checkpoint := func() error {
 			var err error
 			rev, err = w.node.runs.Update(rctx, runKey(j.ID), mustJSON(rec), rev)
 			return err
 		}
-		results, cerr := w.answer(ctx, rt, j.ID, s, checkpoint, nil)
+		results, ask, cerr := w.answer(ctx, rt, j.ID, s, checkpoint, nil)
 		if cerr != nil {
 			return false, "checkpointing step " + fmt.Sprint(s.Step) + ": " + cerr.Error()
+		}
+		if len(ask) > 0 {
+			return w.park(rctx, j, rec, rev, s.Step, ask)
 		}
 		if log != nil {
 			log.segment(s.Step)
@@ -420,12 +423,15 @@ func (w *Worker) drive(ctx context.Context, rt *codemode.Runtime, j job, rec rec
 // checkpoint, the step's state is recorded while the calls are claimed in
 // the ledger (one round trip for both), and no call is made unless the
 // checkpoint succeeded; its error is returned then.
-// answers decide the calls asked about (a parked run's); one with no
-// answer is denied.
-func (w *Worker) answer(ctx context.Context, rt *codemode.Runtime, id string, s *codemode.Suspended, checkpoint func() error, answers map[int]decision) ([]codemode.CallResult, error) {
+// answers decide the calls asked about (a parked run's), and, with
+// AskInDoubt, the calls in doubt; one with no answer is denied. With
+// AskInDoubt, calls in doubt nobody has answered yet are returned as
+// questions (their Reason set), and no call is made: the run parks.
+func (w *Worker) answer(ctx context.Context, rt *codemode.Runtime, id string, s *codemode.Suspended, checkpoint func() error, answers map[int]decision) ([]codemode.CallResult, []codemode.PendingCall, error) {
 	out := make([]codemode.CallResult, len(s.Pending))
 	claims := make([]uint64, len(s.Pending))
 	todo := make([]bool, len(s.Pending))
+	doubtful := make([]bool, len(s.Pending))
 	var wg sync.WaitGroup
 	var cerr error
 	if checkpoint != nil {
@@ -439,11 +445,34 @@ func (w *Worker) answer(ctx context.Context, rt *codemode.Runtime, id string, s 
 				continue
 			}
 		}
-		wg.Go(func() { out[i], todo[i], claims[i] = w.claim(ctx, id, c) })
+		wg.Go(func() { out[i], todo[i], claims[i], doubtful[i] = w.claim(ctx, id, c) })
 	}
 	wg.Wait()
 	if cerr != nil {
-		return nil, cerr
+		return nil, nil, cerr
+	}
+	if w.ask {
+		var ask []codemode.PendingCall
+		for i, c := range s.Pending {
+			if !doubtful[i] {
+				continue
+			}
+			a, ok := answers[c.Index]
+			switch {
+			case !ok:
+				c.Reason = doubtQuestion
+				ask = append(ask, c)
+			case a.Allow:
+				if rev, ok := w.reclaim(ctx, id, c, claims[i]); ok {
+					claims[i], todo[i] = rev, true
+				}
+			default:
+				out[i] = doubt(c, "it was not made again: "+cmp.Or(a.Reason, "no one allowed it"))
+			}
+		}
+		if len(ask) > 0 {
+			return nil, ask, nil
+		}
 	}
 	for i, c := range s.Pending {
 		if todo[i] {
@@ -451,7 +480,22 @@ func (w *Worker) answer(ctx context.Context, rt *codemode.Runtime, id string, s 
 		}
 	}
 	wg.Wait()
-	return out, nil
+	return out, nil, nil
+}
+
+// park has the run wait in its record, holding no worker, for answers to
+// questions from any front; its deadline is scheduled.
+func (w *Worker) park(ctx context.Context, j job, rec record, rev uint64, step int, questions []codemode.PendingCall) (bool, string) {
+	rec.Status, rec.Questions, rec.Answers = parked, questions, nil
+	if _, err := w.node.runs.Update(ctx, runKey(j.ID), mustJSON(rec), rev); err != nil {
+		return false, "parking step " + fmt.Sprint(step) + ": " + err.Error()
+	}
+	w.node.notify(j.ID, notice{Asked: rec.asked(j.ID)})
+	if j.Cell {
+		w.node.logEvent(ctx, j.ID, "park", strconv.Itoa(step))
+	}
+	w.deadline(ctx, j.ID, step)
+	return true, "parked for approval"
 }
 
 // deadLetter moves a job given up after MaxDeliver attempts to CM_DLQ,

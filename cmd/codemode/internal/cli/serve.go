@@ -80,8 +80,9 @@ type clusterFlags struct {
 	tlsCert  string
 	tlsKey   string
 	keyFile  string
-	runs     int
-	ackWait  duration
+	runs       int
+	ackWait    duration
+	askInDoubt bool
 
 	listenCert    string // serve: TLS for the embedded server's clients
 	listenKey     string
@@ -107,6 +108,7 @@ func (c *clusterFlags) register(fs *flag.FlagSet, serve bool) {
 	c.registerJoin(fs, data)
 	fs.StringVar(&c.keyFile, "state-key-file", key, "file with the key (32 bytes or more) that authenticates run states; every worker needs the same; made with a random key if missing")
 	fs.IntVar(&c.runs, "worker-runs", 4, "most programs a worker runs at once")
+	fs.BoolVar(&c.askInDoubt, "ask-in-doubt", false, "a call whose outcome is unknown after its worker died becomes a question for the user (make it again?) instead of an error for the program")
 	c.ackWait = duration(10 * time.Second)
 	fs.Var(&c.ackWait, "ack-wait", "how long a silent worker keeps its runs before another takes them over, a `duration`")
 }
@@ -281,7 +283,7 @@ func (c *clusterFlags) join(ctx context.Context, asWorker, runWorker bool, opts 
 		return nil, fmt.Errorf("state key: %w", err)
 	}
 	opts.StateKey = key
-	w, err := cluster.NewWorker(node, opts, cluster.WorkerOptions{MaxRuns: c.runs, Logger: logger})
+	w, err := cluster.NewWorker(node, opts, cluster.WorkerOptions{MaxRuns: c.runs, Logger: logger, AskInDoubt: c.askInDoubt})
 	if err != nil {
 		node.Close()
 		return nil, err
