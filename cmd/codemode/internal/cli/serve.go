@@ -68,18 +68,18 @@ Flags:
 // clusterFlags say how a process joins the cluster and what its worker
 // does.
 type clusterFlags struct {
-	worker   bool // serve only: run a worker in this process too
-	data     string
-	listen   string
-	natsURL  string
-	tokenEnv string
-	user     string
-	passEnv  string
-	creds    string
-	tlsCA    string
-	tlsCert  string
-	tlsKey   string
-	keyFile  string
+	worker     bool // serve only: run a worker in this process too
+	data       string
+	listen     string
+	natsURL    string
+	tokenEnv   string
+	user       string
+	passEnv    string
+	creds      string
+	tlsCA      string
+	tlsCert    string
+	tlsKey     string
+	keyFile    string
 	runs       int
 	ackWait    duration
 	askInDoubt bool
