@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,19 @@ func TestCorpus(t *testing.T) {
 	tgz := os.Getenv("CODEMODE_CORPUS")
 	if tgz == "" {
 		t.Skip("CODEMODE_CORPUS is not set: run make corpus")
+	}
+	// CODEMODE_CORPUS_EVERY=N converts one document in N (make test's
+	// sample, which type-checks half of them); the rest of the test is
+	// the same.
+	every, sample := 1, corpusSample
+	if v := os.Getenv("CODEMODE_CORPUS_EVERY"); v != "" {
+		var err error
+		if every, err = strconv.Atoi(v); err != nil || every < 1 {
+			t.Fatalf("CODEMODE_CORPUS_EVERY=%q: want a positive number", v)
+		}
+		if every > 1 {
+			sample = 2
+		}
 	}
 	f, err := os.Open(tgz)
 	if err != nil {
@@ -89,6 +103,7 @@ func TestCorpus(t *testing.T) {
 	}
 	tr := tar.NewReader(gz)
 	start := time.Now()
+	seen := 0
 	for n := 0; ; {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -98,6 +113,9 @@ func TestCorpus(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !strings.HasPrefix(h.Name, "package/api/") || !(strings.HasSuffix(h.Name, ".json") || strings.HasSuffix(h.Name, ".yaml")) {
+			continue
+		}
+		if seen++; (seen-1)%every != 0 {
 			continue
 		}
 		data, err := io.ReadAll(tr)
@@ -167,7 +185,7 @@ func TestCorpus(t *testing.T) {
 			}
 		}
 		stats = append(stats, st)
-		if rt != nil && n%corpusSample == 0 {
+		if rt != nil && n%sample == 0 {
 			fmt.Fprintf(&batch, "// %s\nnamespace D%d {\n", name, n)
 			for i, e := range cat {
 				access := tsgen.AccessPath(e.Segments)
