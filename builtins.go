@@ -37,9 +37,10 @@ func always(*Runtime) bool { return true }
 
 func withStore(rt *Runtime) bool { return rt.opts.Values != nil }
 
-// withTypes: some tool has named types (only such tools' signatures are
-// cut into parts, so the peers' view of a plain tree is unchanged).
-func withTypes(rt *Runtime) bool { return len(rt.types.bySet) > 0 }
+// withTypes: some tool has named types, or schemas large enough that its
+// signature is cut into parts (a plain tree of small tools keeps the
+// view peers have of it).
+func withTypes(rt *Runtime) bool { return len(rt.types.bySet) > 0 || rt.types.plainParts }
 
 func storeTool(name string) builtinTool {
 	return builtinTool{name: name, offered: withStore, listed: true,

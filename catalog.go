@@ -75,10 +75,13 @@ func (rt *Runtime) entry(i int) CatalogEntry {
 	e.sigOnce.Do(func() {
 		in, out := schemaJSON(e.tool.Input), schemaJSON(e.tool.Output)
 		t := guest.Tool{Path: e.path, Description: e.tool.Description, Tags: e.tool.Annotations.tags(), Input: in, Output: out, MaxSize: -1}
-		if e.tool.Types != nil {
+		switch {
+		case e.tool.Types != nil:
 			// Parts are readable through tools.$codemode.types, which
-			// only a Runtime with named types offers.
+			// only a Runtime with named types (or large schemas) offers.
 			t.Named, t.Parts, t.MaxSize = rt.types.named(e.tool.Types), partsPrefix(e.path), 0
+		case rt.types.plainParts:
+			t.Parts, t.MaxSize = partsPrefix(e.path), 0
 		}
 		r := language.Signature(t)
 		rt.types.addParts(r.Parts)

@@ -96,9 +96,20 @@ type typeRegistry struct {
 	byName map[string]*namedType
 	bySet  map[*Types]map[string]*namedType
 
+	// plainParts: some tool without named types has schemas so large
+	// that its signature may pass the size bound; such tools' signatures
+	// are then bounded too, their deepest parts cut out and named.
+	plainParts bool
+
 	mu    sync.Mutex
 	parts map[string]guest.Part // parts cut out of signatures and declarations
 }
+
+// plainBoundAt is the size of a plain tool's schemas (input and output,
+// as JSON) past which its signature may need cutting to fit the bound
+// (4,000 bytes): a signature is about as long as its schemas, and smaller
+// trees keep the view peers have of them, with no types built-in.
+const plainBoundAt = 2000
 
 // newTypeRegistry names the types in tool order, so that names are
 // stable: a source's name made an identifier (issue-event → IssueEvent),
@@ -107,6 +118,9 @@ func newTypeRegistry(entries []*toolEntry) *typeRegistry {
 	reg := &typeRegistry{byName: map[string]*namedType{}, bySet: map[*Types]map[string]*namedType{}, parts: map[string]guest.Part{}}
 	for _, e := range entries {
 		set := e.tool.Types
+		if set == nil && len(schemaJSON(e.tool.Input))+len(schemaJSON(e.tool.Output)) > plainBoundAt {
+			reg.plainParts = true
+		}
 		if set == nil || reg.bySet[set] != nil {
 			continue
 		}

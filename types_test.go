@@ -150,3 +150,41 @@ func TestNamedTypesTypeCheck(t *testing.T) {
 	}
 	d.Check(t, tsc)
 }
+
+// A plain tool (no named types) whose schemas are large — an MCP server's
+// tool with a wide, nested input, say — gets a signature within the
+// bound: its deepest objects are cut out as parts the types built-in
+// serves. A plain tree of small tools keeps its view, with no types
+// built-in.
+func TestLargePlainToolIsBounded(t *testing.T) {
+	props := map[string]any{}
+	for i := range 60 {
+		props[fmt.Sprintf("field%02d", i)] = map[string]any{"type": "object", "description": strings.Repeat("A setting of the widget. ", 3),
+			"properties": map[string]any{"mode": map[string]any{"type": "string", "enum": []string{"fast", "slow", "balanced"}},
+				"limits": map[string]any{"type": "object", "properties": map[string]any{"min": map[string]any{"type": "number"}, "max": map[string]any{"type": "number"}}}}}
+	}
+	in, _ := json.Marshal(map[string]any{"type": "object", "properties": props})
+	wide := Tool{Description: "Configures a widget.", Input: schema(t, string(in)),
+		Run: func(_ context.Context, in json.RawMessage) (any, error) { return "ok", nil }}
+	small := Tool{Description: "Pings.", Run: func(context.Context, json.RawMessage) (any, error) { return "pong", nil }}
+
+	rt := mustNew(t, Options{Tools: Tools{"w": Tools{"configure": wide, "ping": small}}})
+	var sig CatalogEntry
+	for _, e := range rt.Catalog() {
+		if e.Path == "w.configure" {
+			sig = e
+		}
+	}
+	if len(sig.Signature) > 4000 || len(sig.Types) == 0 {
+		t.Fatalf("signature of %d bytes, types %v", len(sig.Signature), sig.Types)
+	}
+	r := run(t, rt, fmt.Sprintf(`const r = await tools.$codemode.types({ names: [%q] }); return [r.items.length, r.items[0].declaration.length > 0, Object.keys(tools.$codemode)]`, sig.Types[0]))
+	if got := resultJSON(r); !strings.Contains(got, `"value":[1,true,["search","types"]]`) {
+		t.Fatalf("the types built-in: %s", got)
+	}
+	small2 := mustNew(t, Options{Tools: Tools{"w": Tools{"ping": small}}})
+	r = run(t, small2, `return Object.keys(tools.$codemode)`)
+	if got := resultJSON(r); !strings.Contains(got, `"value":["search"]`) {
+		t.Fatalf("a small plain tree's built-ins: %s", got)
+	}
+}

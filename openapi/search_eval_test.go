@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/codemode-go/codemode"
 )
@@ -46,8 +47,12 @@ func TestSearchRecall(t *testing.T) {
 			}
 			hits1, hits5 := 0, 0
 			var misses []string
+			var took, slowest time.Duration
 			for _, q := range queries {
+				t0 := time.Now()
 				res := rt.Search(codemode.SearchRequest{Query: q.Query, Limit: 5})
+				d := time.Since(t0)
+				took, slowest = took+d, max(slowest, d)
 				rank := -1
 				for i, it := range res.Items {
 					if slices.Contains(q.Want, strings.Join(it.Segments, ".")) {
@@ -69,7 +74,8 @@ func TestSearchRecall(t *testing.T) {
 				}
 			}
 			r1, r5 := float64(hits1)/float64(len(queries)), float64(hits5)/float64(len(queries))
-			t.Logf("%d queries: recall@1 %.2f, recall@5 %.2f", len(queries), r1, r5)
+			t.Logf("%d queries: recall@1 %.2f, recall@5 %.2f; a query took %v on average, %v at most (warm)", len(queries), r1, r5,
+				(took / time.Duration(len(queries))).Round(time.Microsecond), slowest.Round(time.Microsecond))
 			for _, m := range misses {
 				t.Logf("miss: %s", m)
 			}
