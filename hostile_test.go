@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -285,5 +286,32 @@ func TestNoGoroutineLeaks(t *testing.T) {
 			t.Fatalf("goroutines: %d before, %d after\n%s", before, after, buf[:n])
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A tool that runs a program that calls the tool again nests runs without
+// end; past MaxNesting levels a run fails instead of running, and every
+// level returns.
+func TestNestedExecuteIsBounded(t *testing.T) {
+	var rt *Runtime
+	var depth atomic.Int32
+	tools := Tools{"self": Tools{"again": Tool{Run: func(ctx context.Context, _ json.RawMessage) (any, error) {
+		depth.Add(1)
+		res, err := rt.Execute(ctx, `return await tools.self.again({})`)
+		if err != nil {
+			return nil, err
+		}
+		if res.Error != nil {
+			return nil, ToolError(res.Error.Message)
+		}
+		return res.Value, nil
+	}}}}
+	rt = mustNew(t, Options{Tools: tools})
+	res, err := rt.Execute(context.Background(), `return await tools.self.again({})`)
+	if err != nil || res.OK || !strings.Contains(res.Error.Message, "runs are nested 5 deep") {
+		t.Fatalf("%v %s", err, resultJSON(res))
+	}
+	if depth.Load() != MaxNesting {
+		t.Fatalf("the tool ran %d times, want %d", depth.Load(), MaxNesting)
 	}
 }

@@ -3,6 +3,7 @@ package codemode
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/codemode-go/codemode/internal/sandbox"
 )
@@ -42,6 +43,15 @@ func (rt *Runtime) live(ctx context.Context, code string, started chan struct{},
 		return tel.end(Result{ToolCalls: []ToolCall{}}, nil, err)
 	}
 	defer done()
+	// A tool that runs a program on a Runtime (this one or another)
+	// nests runs; a program that calls that tool again would nest
+	// without end, each level holding its memory and a run slot.
+	depth, _ := ctx.Value(nestKey{}).(int)
+	if depth >= MaxNesting {
+		return tel.end(Result{ToolCalls: []ToolCall{}, Error: &Diagnostic{Kind: ExecutionFailure, Message: fmt.Sprintf(
+			"the program did not run: runs are nested %d deep (a tool runs a program that calls a tool that runs a program...); at most %d are allowed", depth+1, MaxNesting)}}, nil, nil)
+	}
+	runCtx = context.WithValue(runCtx, nestKey{}, depth+1)
 	ex, sr, h, early, err := prep(runCtx)
 	if early != nil {
 		return tel.end(*early, nil, rt.interruption(ctx, runCtx, err))
@@ -67,6 +77,14 @@ func (t stepTelemetry) end(res Result, s *Suspended, err error) (Result, *Suspen
 	}
 	return res, s, err
 }
+
+// MaxNesting is how deep runs may nest: a run whose tool runs a program
+// (Execute, on any Runtime, from the tool's context) is one level, and a
+// run past MaxNesting levels fails with an ExecutionFailure instead of
+// running.
+const MaxNesting = 4
+
+type nestKey struct{}
 
 // enter registers a run with the Runtime: its context ends when ctx does
 // or Close stops it; done must follow.

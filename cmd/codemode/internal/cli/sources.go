@@ -8,7 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -121,6 +125,9 @@ func (s *sourceFlags) open(ctx context.Context, logger *slog.Logger, background 
 		}
 		for _, w := range cfg.Warnings {
 			logger.Warn("config field ignored", "file", s.config, "server", w.Server, "field", w.Field, "reason", w.Reason)
+		}
+		if err := s.noSelf(cfg, logger); err != nil {
+			return nil, err
 		}
 	}
 	fixed, err := s.fixedTools(logger)
@@ -354,4 +361,70 @@ func credentialHint(reqs []openapi.CredentialRequest) string {
 		}
 	}
 	return "start codemode with " + strings.Join(flags, " or ") + ", where NAME is an environment variable that holds the credential"
+}
+
+// nestingEnv carries to the servers codemode starts how deep in codemode
+// processes they are: a config that lists codemode itself (Claude
+// Desktop's and Cursor's files often do), perhaps through a wrapper such
+// as npx or a script, would otherwise start codemode after codemode until
+// something else gave out.
+const nestingEnv = "CODEMODE_NESTING"
+
+// maxNesting is how deep codemode processes may be started by each other
+// through configs: one codemode in front of another is allowed, a third
+// is refused.
+const maxNesting = 2
+
+// noSelf drops the servers of cfg that are this program itself, and
+// refuses every server when this process is already nested maxNesting
+// deep; the servers it keeps learn their depth.
+func (s *sourceFlags) noSelf(cfg *mcp.Config, logger *slog.Logger) error {
+	depth, _ := strconv.Atoi(os.Getenv(nestingEnv))
+	if depth >= maxNesting && len(cfg.Servers) > 0 {
+		return fmt.Errorf("--config %s: this codemode was started by codemode %d levels up (%s=%d): a config lists codemode, perhaps through a wrapper, and starting its servers would go on without end; remove codemode from the config", s.config, depth, nestingEnv, depth)
+	}
+	self := ""
+	if exe, err := os.Executable(); err == nil {
+		self = exe
+	}
+	for name, sc := range cfg.Servers {
+		if sc.Command == "" {
+			continue
+		}
+		if self != "" && sameProgram(sc.Command, sc.Cwd, self) {
+			if s.requireAll {
+				return fmt.Errorf("--config %s: the server %q is codemode itself (%s): it would start codemode again, and again", s.config, name, sc.Command)
+			}
+			logger.Error("a config server is codemode itself and was not started: it would start codemode again, and again", "server", name, "command", sc.Command)
+			delete(cfg.Servers, name)
+			continue
+		}
+		env := make(map[string]string, len(sc.Env)+1)
+		maps.Copy(env, sc.Env)
+		env[nestingEnv] = strconv.Itoa(depth + 1)
+		sc.Env = env
+		cfg.Servers[name] = sc
+	}
+	return nil
+}
+
+// sameProgram reports whether command (as a config names it, found in
+// PATH or from cwd) is the executable self.
+func sameProgram(command, cwd, self string) bool {
+	path := command
+	if !strings.ContainsRune(command, filepath.Separator) {
+		p, err := exec.LookPath(command)
+		if err != nil {
+			return false
+		}
+		path = p
+	} else if !filepath.IsAbs(command) && cwd != "" {
+		path = filepath.Join(cwd, command)
+	}
+	a, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(self)
+	return err == nil && os.SameFile(a, b)
 }
