@@ -51,8 +51,10 @@ func TestRun(t *testing.T) {
 			func(m map[string]any) bool { return m["error"].(map[string]any)["kind"] == "MemoryLimitExceeded" }},
 		{"memory with unit", "return 1", []string{"run", "--max-memory", "32MiB", "--cache-dir", cache, "-"}, 0,
 			func(m map[string]any) bool { return m["ok"] == true }},
-		{"tool limit", "return await tools.shop.listOrders({})", []string{"run", "--demo-tools", "--max-tool-calls", "0", "--cache-dir", cache, "-"}, 0,
+		{"no tool limit", "return await tools.shop.listOrders({})", []string{"run", "--demo-tools", "--max-tool-calls", "none", "--cache-dir", cache, "-"}, 0,
 			func(m map[string]any) bool { return m["ok"] == true }},
+		{"tool limit", "await tools.shop.listOrders({}); return await tools.shop.listOrders({})", []string{"run", "--demo-tools", "--max-tool-calls", "1", "--cache-dir", cache, "-"}, 1,
+			func(m map[string]any) bool { return m["error"].(map[string]any)["kind"] == "ToolCallLimitExceeded" }},
 		{"output limit", "return 'z'.repeat(100)", []string{"run", "--max-output-bytes", "10", "--cache-dir", cache, "-"}, 0,
 			func(m map[string]any) bool { return m["truncated"] == true }},
 		{"program failure", "throw new Error('x')", []string{"run", "--no-cache", "-"}, 1,
@@ -160,6 +162,11 @@ func TestUsageMessages(t *testing.T) {
 		{[]string{"run"}, "codemode run: want exactly one FILE (or - for standard input), got 0\nRun \"codemode run -h\""},
 		{[]string{"engine", "instal"}, `codemode engine: unknown command "instal"; did you mean install?`},
 		{[]string{"engine", "verify", "--cache"}, "codemode engine verify: unknown flag --cache; did you mean --cache-dir?"},
+		// opencode's maxToolCalls 0 allows no calls; codemode's options
+		// read 0 as no limit: the flag takes neither meaning silently.
+		{[]string{"run", "--max-tool-calls", "0", "-"}, "codemode run: --max-tool-calls 0: 0 is ambiguous"},
+		{[]string{"mcp", "--max-output-bytes", "0"}, "write none for no limit"},
+		{[]string{"run", "--max-tool-calls", "-3", "-"}, `"-3" is not a positive number or none`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, _, errs := runCLI(t, "", tc.args...)

@@ -43,8 +43,10 @@ func (r *runtimeFlags) registerEngine(fs *flag.FlagSet) {
 func (r *runtimeFlags) registerLimits(fs *flag.FlagSet) {
 	r.timeout = duration(codemode.UntrustedTimeout)
 	fs.Var(&r.timeout, "timeout", "time limit of one run, a `duration` with a unit: 500ms, 30s, 2m (0 = none)")
-	fs.IntVar(&r.maxToolCalls, "max-tool-calls", codemode.UntrustedMaxToolCalls, "most tool calls one run may make (0 = no limit)")
-	fs.IntVar(&r.maxOutputBytes, "max-output-bytes", codemode.UntrustedMaxOutputBytes, "most bytes of value and logs a result carries (0 = no limit)")
+	r.maxToolCalls = codemode.UntrustedMaxToolCalls
+	fs.Var(limitFlag{&r.maxToolCalls, "max-tool-calls", "for no calls at all, use --policy '*=deny'"}, "max-tool-calls", "most tool calls one run may make, or none for no limit")
+	r.maxOutputBytes = codemode.UntrustedMaxOutputBytes
+	fs.Var(limitFlag{&r.maxOutputBytes, "max-output-bytes", "a result always carries its diagnostic"}, "max-output-bytes", "most bytes of value and logs a result carries, or none for no limit")
 }
 
 // registerRun adds what only running a program uses.
@@ -295,4 +297,40 @@ func (r *runtimeFlags) warnUnmatched(rt *codemode.Runtime, stderr io.Writer) {
 	for _, p := range r.rules.Unmatched(rt) {
 		fmt.Fprintf(stderr, "codemode: warning: --policy rule %q matches no tool\n", p)
 	}
+}
+
+// limitFlag is a limit that is a positive number, or none. A bare 0 is
+// refused: in opencode's contract a zero maxToolCalls allows no calls,
+// and in codemode's options it means no limit, so a port would get the
+// opposite of what it meant.
+type limitFlag struct {
+	n    *int
+	name string
+	zero string // what to write instead of 0 for "nothing"
+}
+
+func (l limitFlag) String() string {
+	if l.n == nil {
+		return ""
+	}
+	if *l.n == 0 {
+		return "none"
+	}
+	return strconv.Itoa(*l.n)
+}
+
+func (l limitFlag) Set(v string) error {
+	if v == "none" {
+		*l.n = 0
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	switch {
+	case err != nil || n < 0:
+		return fmt.Errorf("%q is not a positive number or none", v)
+	case n == 0:
+		return fmt.Errorf("0 is ambiguous (opencode reads it as nothing allowed, codemode once read it as no limit): write none for no limit (%s)", l.zero)
+	}
+	*l.n = n
+	return nil
 }
