@@ -121,8 +121,12 @@ var templateVar = regexp.MustCompile(`\{([^{}]*)\}`)
 
 // operation plans one operation, or says why it cannot be converted.
 func (b *builder) operation(id, method, path string, item *v3.PathItem, op *v3.Operation) (*operation, string) {
-	if strings.ContainsAny(path, "?#") {
-		return nil, "the path holds a query or fragment, which OpenAPI does not allow"
+	// Some documents (Box's) tell apart operations on one URL by a
+	// fragment: /files/{id}#add_shared_link. A fragment is never sent to
+	// the server, so the request goes to the path before it.
+	path, _, _ = strings.Cut(path, "#")
+	if strings.Contains(path, "?") {
+		return nil, "the path holds a query, which OpenAPI does not allow"
 	}
 	if !strings.HasPrefix(path, "/") {
 		path = "/" + path

@@ -129,3 +129,47 @@ func TestPathOrdinaryValues(t *testing.T) {
 		})
 	}
 }
+
+// Operations told apart by a fragment on one URL (as Box's document
+// writes /files/{id}#add_shared_link) become tools of their own, and each
+// request goes to the path without its fragment; a query in a path is
+// still refused.
+func TestPathFragments(t *testing.T) {
+	const spec = `
+openapi: 3.0.3
+info: {title: Frag, version: "1"}
+paths:
+  /files/{id}#add_link:
+    put:
+      operationId: addLink
+      parameters: [{name: id, in: path, required: true, schema: {type: string}}]
+      requestBody: {content: {application/json: {schema: {type: object, properties: {access: {type: string}}}}}}
+      responses: {"200": {description: ok}}
+  /files/{id}#remove_link:
+    put:
+      operationId: removeLink
+      parameters: [{name: id, in: path, required: true, schema: {type: string}}]
+      responses: {"200": {description: ok}}
+  /things?kind=a:
+    get:
+      operationId: things
+      responses: {"200": {description: ok}}
+`
+	srv := newRecorder(t, nil)
+	api := convert(t, spec, Options{BaseURL: srv.URL})
+	if _, err := call(t, api, "addLink", `{"id": "7", "access": "open"}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call(t, api, "removeLink", `{"id": "7"}`); err != nil {
+		t.Fatal(err)
+	}
+	srv.mu.Lock()
+	reqs := srv.reqs
+	srv.mu.Unlock()
+	if len(reqs) != 2 || reqs[0].Path != "/files/7" || reqs[1].Path != "/files/7" || !strings.Contains(reqs[0].Body, `"access":"open"`) {
+		t.Fatalf("requests %+v", reqs)
+	}
+	if len(api.Skipped) != 1 || api.Skipped[0].Operation != "things" || !strings.Contains(api.Skipped[0].Reason, "holds a query") {
+		t.Fatalf("skipped %+v", api.Skipped)
+	}
+}
