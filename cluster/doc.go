@@ -22,6 +22,14 @@
 //     (with the same [IdempotencyKey]); the program is told the outcome
 //     of any other is unknown. No such call is ever made twice.
 //
+// Around runs: cells ([Node.StartCell], [Node.WaitCell]) whose console
+// lines reach any front once each; questions a policy asks park the run
+// until any front answers ([Node.Answer]) or a deadline the servers
+// schedule denies them; processes list themselves ([Node.Nodes]) and
+// workers drain on request ([Node.Drain]); fronts publish the tools
+// workers build ([Node.PublishManifest]); compensations of a rolled-back
+// transaction go through the ledger too.
+//
 // The root package knows nothing of NATS: this package builds on its
 // suspend and resume (Runtime.ExecuteSuspendable, Inspect, Resume,
 // RunPending).
