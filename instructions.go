@@ -37,7 +37,11 @@ func (rt *Runtime) Instructions() string {
 	w("- Filter, join, count and aggregate in code rather than returning raw results.\n")
 	w("- %s\n", guide.Unknown)
 	w("- %s\n", guide.List)
-	w("- %s\n", guide.SearchAPI)
+	if !sel.Complete() {
+		// Every tool is listed otherwise: a rule for finding more would
+		// only send the model looking.
+		w("- %s\n", guide.SearchAPI)
+	}
 	if usesTypes(rt.catalogEntries()) {
 		w("- %s\n", guide.Types)
 	}
