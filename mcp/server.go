@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -634,6 +635,21 @@ var executeOutputSchema = json.RawMessage(`{
   },
   "required": ["ok", "toolCalls"]
 }`)
+
+// ExecuteInputSchema is the JSON Schema of the execute tool's input — the
+// program, and with cells (ServerOptions.Cells) yieldMs — for a host that
+// builds its own framework's tool around a Runtime and wants the shape
+// models already know. Each call returns a copy of its own.
+func ExecuteInputSchema(cells bool) json.RawMessage {
+	if cells {
+		return slices.Clone(executeCellInputSchema)
+	}
+	return slices.Clone(executeInputSchema)
+}
+
+// ResultSchema is the JSON Schema of a codemode.Result as JSON, the
+// execute tool's structured output. Each call returns a copy of its own.
+func ResultSchema() json.RawMessage { return slices.Clone(executeOutputSchema) }
 
 func executeToolDef(description string) *mcpsdk.Tool {
 	return &mcpsdk.Tool{
