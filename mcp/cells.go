@@ -43,7 +43,8 @@ var waitInputSchema = json.RawMessage(`{
   "type": "object",
   "properties": {
     "cellId": {"type": "string", "description": "The cellId an earlier answer gave."},
-    "timeoutMs": {"type": "integer", "minimum": 0, "description": "Answer after this long even if the program is still running (default 30000)."}
+    "timeoutMs": {"type": "integer", "minimum": 0, "description": "Answer after this long even if the program is still running (default 30000)."},
+    "terminate": {"type": "boolean", "description": "Stop the program now: the answer is what it had done (its tool calls and lines) with ok false."}
   },
   "required": ["cellId"],
   "additionalProperties": false
@@ -53,7 +54,7 @@ func waitToolDef() *mcpsdk.Tool {
 	return &mcpsdk.Tool{
 		Name:        WaitTool,
 		Title:       "Collect a running program's output",
-		Description: "Wait for a program that execute left running (it answered with running: true and a cellId): returns what it printed since, and its result once it has ended. Call it again while running is true.",
+		Description: "Wait for a program that execute left running (it answered with running: true and a cellId): returns what it printed since, and its result once it has ended. Call it again while running is true. Pass terminate: true to stop it instead; the answer says what it had done.",
 		InputSchema: waitInputSchema,
 		// The same shape as execute's answers.
 		OutputSchema: cellOutputSchema,
@@ -73,6 +74,10 @@ var cellOutputSchema = func() json.RawMessage {
 }()
 
 const defaultWaitTimeout = 30 * time.Second
+
+// terminateWait is how long a wait that terminates its cell waits at
+// least for the run to end.
+const terminateWait = 10 * time.Second
 
 // startCell runs a program as a cell for up to its yield time (yieldMs,
 // else its pragma, else its whole run) and answers with its Result when it
@@ -158,6 +163,7 @@ func (s *Server) wait(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcpsdk
 	var in struct {
 		CellID    string `json:"cellId"`
 		TimeoutMs *int64 `json:"timeoutMs"`
+		Terminate bool   `json:"terminate"`
 	}
 	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || in.CellID == "" {
 		return toolResult(codemode.Result{Error: &codemode.Diagnostic{Kind: codemode.ParseError,
@@ -177,7 +183,19 @@ func (s *Server) wait(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcpsdk
 		ctx = codemode.WithSession(ctx, s.sessionName(req.Session))
 		s.watch(req.Session)
 	}
+	if in.Terminate {
+		// Stopped, the run ends within moments (a tool that ignores its
+		// context is abandoned); the wait collects its partial Result.
+		if err := s.cellTab.cancel(ctx, in.CellID); err == nil {
+			timeout = max(timeout, terminateWait)
+		}
+	}
 	res, running, err := s.collect(ctx, in.CellID, timeout, false)
+	if in.Terminate && running == nil && !errors.Is(err, codemode.ErrNoCell) && !res.OK && res.Error == nil {
+		// An interruption has no diagnostic of its own; say what it was.
+		res.Error = &codemode.Diagnostic{Kind: codemode.ExecutionFailure,
+			Message: "the program was stopped (wait with terminate): toolCalls and logs show what it had done"}
+	}
 	if running == nil && req.Session != nil {
 		s.untrackCell(s.sessionName(req.Session), in.CellID)
 	}

@@ -226,3 +226,38 @@ func TestServerSessionsKeepToThemselves(t *testing.T) {
 		t.Fatalf("%d ended sessions still hold values", n)
 	}
 }
+
+// wait with terminate stops a running cell and answers with what it had
+// done: the tool calls made and the lines printed since the last answer.
+func TestWaitTerminates(t *testing.T) {
+	srv, err := NewServer(ServerOptions{Runtime: codemode.Options{Tools: pager(), Timeout: 20 * time.Second}, Cells: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	cs := clientFor(t, srv, nil)
+	_, sc := callExecute(t, cs, map[string]any{"code": pagerProgram, "yieldMs": 100})
+	id, _ := sc["cellId"].(string)
+	if sc["running"] != true {
+		t.Fatalf("first answer: %v", sc)
+	}
+	res, err := cs.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: WaitTool, Arguments: map[string]any{"cellId": id, "terminate": true, "timeoutMs": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc = structured(t, res)
+	calls, _ := sc["toolCalls"].([]any)
+	if sc["running"] == true || sc["ok"] != false || len(calls) == 0 || len(calls) >= 30 {
+		t.Fatalf("terminated: %v", sc)
+	}
+	if !strings.Contains(fmt.Sprint(sc["error"]), "stopped (wait with terminate)") {
+		t.Fatalf("terminated without saying so: %v", sc)
+	}
+	res, err = cs.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: WaitTool, Arguments: map[string]any{"cellId": id, "terminate": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := structured(t, res); !strings.Contains(fmt.Sprint(sc["error"]), "collected already") {
+		t.Fatalf("terminating a collected cell: %v", sc)
+	}
+}
