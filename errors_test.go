@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"strings"
 	"sync"
@@ -67,5 +68,44 @@ func TestWithUntrustedLimits(t *testing.T) {
 	set := Options{Timeout: time.Second, MaxToolCalls: -1, MaxOutputBytes: 5}.WithUntrustedLimits()
 	if set.Timeout != time.Second || set.MaxToolCalls != -1 || set.MaxOutputBytes != 5 {
 		t.Errorf("set limits were changed: %+v", set)
+	}
+}
+
+// An ExecutionFailure says its cause: a program that throws or can never
+// finish is the program's; errors a host turns into one are classified
+// by CauseOf. Other kinds need no cause.
+func TestDiagnosticCause(t *testing.T) {
+	rt := mustNew(t, Options{Timeout: 200 * time.Millisecond})
+	for code, want := range map[string]string{
+		`throw new Error("x")`:          CauseProgram,
+		`await new Promise(() => {})`:   CauseProgram,
+		`for (;;) {}`:                   "",
+		`return undefinedThing.field`:   CauseProgram,
+		`return await tools.nope.nah()`: "",
+	} {
+		res, _ := rt.Execute(context.Background(), code)
+		if res.Error == nil || res.Error.Cause != want {
+			t.Errorf("%s: %s, want cause %q", code, resultJSON(res), want)
+		}
+	}
+	for err, want := range map[error]string{
+		context.Canceled: CauseHost,
+		fmt.Errorf("x: %w", context.DeadlineExceeded): CauseHost,
+		ErrStopped:                   CauseHost,
+		ErrEngineMismatch:            CauseEngine,
+		ErrStateEngine:               CauseEngine,
+		errors.New("something else"): "",
+		nil:                          "",
+	} {
+		if got := CauseOf(err); got != want {
+			t.Errorf("CauseOf(%v) = %q, want %q", err, got, want)
+		}
+	}
+}
+
+func TestDescriptor(t *testing.T) {
+	d := mustNew(t, Options{}).Descriptor()
+	if !strings.Contains(d.Language, "TypeScript") || !strings.Contains(d.Engine, "QuickJS-NG") || len(d.EngineSHA256) != 64 || !strings.Contains(d.Isolation, "WebAssembly") {
+		t.Fatalf("%+v", d)
 	}
 }

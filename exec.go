@@ -394,7 +394,7 @@ func (ex *execution) diagnose(f *sandbox.Failure) *Diagnostic {
 		d.Kind = TimeoutExceeded
 		d.Suggestions = []string{"Do less work per run: run independent tool calls in parallel with Promise.all, and fetch only what you need."}
 	case sandbox.Abort:
-		d.Kind = ExecutionFailure
+		d.Kind, d.Cause = ExecutionFailure, CauseHost
 	case sandbox.Memory:
 		d.Kind = MemoryLimitExceeded
 		d.Suggestions = []string{"Keep less data in memory: filter and aggregate as results arrive, and return only the fields needed."}
@@ -405,7 +405,7 @@ func (ex *execution) diagnose(f *sandbox.Failure) *Diagnostic {
 		d.Kind = InvalidDataValue
 		d.Suggestions = []string{"Return plain data: objects, arrays, strings, numbers, booleans and null."}
 	case sandbox.WorkerExit:
-		d.Kind = ExecutionFailure
+		d.Kind, d.Cause = ExecutionFailure, CauseEngine
 	case sandbox.Exception:
 		switch {
 		case f.Deadlock:
@@ -435,6 +435,9 @@ func (ex *execution) diagnose(f *sandbox.Failure) *Diagnostic {
 				d.Message = "uncaught exception: " + f.Message
 			}
 			locate()
+		}
+		if d.Kind == ExecutionFailure {
+			d.Cause = CauseProgram
 		}
 	}
 	return d

@@ -1,7 +1,9 @@
 package codemode
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -76,6 +78,40 @@ type Diagnostic struct {
 	Location *Location `json:"location,omitempty"`
 	// Suggestions are fixes the model can apply.
 	Suggestions []string `json:"suggestions,omitempty"`
+	// Cause says, for an ExecutionFailure, where it came from (one of
+	// the Cause constants): a host deciding whether to run the program
+	// again needs to tell an engine that died from a program that threw.
+	Cause string `json:"cause,omitempty"`
+}
+
+// Causes of an ExecutionFailure (Diagnostic.Cause).
+const (
+	// CauseProgram: the program threw, or can never finish; running it
+	// again fails again.
+	CauseProgram = "program"
+	// CauseEngine: the engine instance died (a trap) or could not start;
+	// running the program again may succeed.
+	CauseEngine = "engine"
+	// CauseHost: the host stopped the run — its context ended, or the
+	// Runtime was closed.
+	CauseHost = "host"
+)
+
+// CauseOf is the cause of the error Execute, ExecuteSuspendable or Resume
+// returned with a Result, for a host that turns it into an
+// ExecutionFailure of its own: CauseHost for a context that ended or a
+// Runtime that was closed, CauseEngine for an engine that is missing or
+// does not match, and "" for anything else.
+func CauseOf(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrStopped), errors.Is(err, ErrClosed):
+		return CauseHost
+	case errors.Is(err, ErrEngineUnavailable), errors.Is(err, ErrEngineMismatch), errors.Is(err, ErrStateEngine):
+		return CauseEngine
+	}
+	return ""
 }
 
 // Is reports whether target is d's Kind, so errors.Is(err, TimeoutExceeded)

@@ -255,3 +255,27 @@ func compileDiagnostic(err error) *Diagnostic {
 	}
 	return d
 }
+
+// Descriptor says what a Runtime runs programs with and in, for hosts
+// that show it, log it or choose between runtimes.
+type Descriptor struct {
+	// Language is what programs are written in.
+	Language string `json:"language"`
+	// Engine names the JavaScript engine and its build; EngineSHA256 is
+	// the digest of the engine binary (a suspended state resumes only
+	// on the same).
+	Engine       string `json:"engine"`
+	EngineSHA256 string `json:"engineSha256"`
+	// Isolation says what keeps a program from the host.
+	Isolation string `json:"isolation"`
+}
+
+// Descriptor describes the Runtime's language, engine and isolation.
+func (rt *Runtime) Descriptor() Descriptor {
+	return Descriptor{
+		Language:     "JavaScript (ES2023), or TypeScript with its types stripped; the body of an async function",
+		Engine:       "QuickJS-NG, from quickjs-wasi " + enginebin.PackageVersion + ", compiled to WebAssembly",
+		EngineSHA256: enginebin.SHA256,
+		Isolation:    "WebAssembly on wazero, every run in an engine instance of its own with its memory capped: no filesystem, network, process, clock beyond Date, modules or code generation; the host is reached only through the tools",
+	}
+}

@@ -395,7 +395,7 @@ func (w *Worker) drive(ctx context.Context, rt *codemode.Runtime, j job, rec rec
 		res, s, err = rt.Resume(ctx, s.State, results...)
 	}
 	if err != nil && res.Error == nil {
-		res = codemode.Result{ToolCalls: res.ToolCalls, Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: err.Error()}}
+		res = codemode.Result{ToolCalls: res.ToolCalls, Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: err.Error(), Cause: codemode.CauseOf(err)}}
 	}
 	if res.ToolCalls == nil {
 		res.ToolCalls = []codemode.ToolCall{}

@@ -616,7 +616,8 @@ var executeOutputSchema = json.RawMessage(`{
         "kind": {"type": "string", "enum": ["ParseError", "UnsupportedSyntax", "UnknownTool", "InvalidToolInput", "InvalidToolOutput", "InvalidDataValue", "ToolCallLimitExceeded", "TimeoutExceeded", "MemoryLimitExceeded", "ToolFailure", "ExecutionFailure"]},
         "message": {"type": "string"},
         "location": {"type": "object", "properties": {"line": {"type": "integer"}, "column": {"type": "integer"}}},
-        "suggestions": {"type": "array", "items": {"type": "string"}}
+        "suggestions": {"type": "array", "items": {"type": "string"}},
+        "cause": {"type": "string", "enum": ["program", "engine", "host"], "description": "For an ExecutionFailure: the program threw (running it again fails again), the engine died (it may succeed), or the host stopped the run."}
       },
       "required": ["kind", "message"]
     },
@@ -731,8 +732,8 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 		} else if s.opts.Executor != nil && !s.opts.Cells {
 			res, err = s.opts.Executor.Execute(ctx, rt, code, s.elicitApproval)
 			if err != nil && res.Error == nil {
-				res = codemode.Result{Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: "the program's result is not known: " + err.Error()},
-					ToolCalls: []codemode.ToolCall{}}
+				res = codemode.Result{Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: "the program's result is not known: " + err.Error(),
+					Cause: codemode.CauseOf(err)}, ToolCalls: []codemode.ToolCall{}}
 			}
 		} else if s.opts.Executor == nil && s.opts.Runtime.Policy != nil && req.Session != nil && supportsRoundTrips(req.Session) && supportsElicitation(req.Session) {
 			var input *mcpsdk.CallToolResult
