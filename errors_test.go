@@ -109,3 +109,33 @@ func TestDescriptor(t *testing.T) {
 		t.Fatalf("%+v", d)
 	}
 }
+
+// An invalid regular expression says what to fix, whether it is a
+// literal the engine refuses or a pattern given to new RegExp.
+func TestRegexpErrorsSayWhatToFix(t *testing.T) {
+	rt := mustNew(t, Options{})
+	for code, kind := range map[string]Kind{
+		`return "a".match(/a**/)`:                         ParseError,
+		`return /a(b/.test("x")`:                          ParseError,
+		`const p = "a(b"; return new RegExp(p).test("x")`: ExecutionFailure,
+	} {
+		res, _ := rt.Execute(context.Background(), code)
+		if res.Error == nil || res.Error.Kind != kind || len(res.Error.Suggestions) == 0 || !strings.Contains(res.Error.Suggestions[0], "quantifier") {
+			t.Errorf("%s: %s", code, resultJSON(res))
+		}
+	}
+	res, _ := rt.Execute(context.Background(), `return JSON.parse("{nope")`)
+	if res.Error == nil || len(res.Error.Suggestions) == 0 || !strings.Contains(res.Error.Suggestions[0], "JSON.parse") {
+		t.Errorf("JSON.parse: %s", resultJSON(res))
+	}
+}
+
+// import() fails at run time (ExecutionFailure, as the conformance
+// contract has it) saying it is not supported, at its place.
+func TestDynamicImportUnsupported(t *testing.T) {
+	rt := mustNew(t, Options{})
+	res, _ := rt.Execute(context.Background(), "const a = 1;\nconst m = await  import(\"fs\");\nreturn m")
+	if res.Error == nil || res.Error.Kind != ExecutionFailure || !strings.Contains(res.Error.Message, "import() is not supported") || res.Error.Location == nil || res.Error.Location.Line != 2 || res.Error.Location.Column != 18 {
+		t.Fatalf("%s", resultJSON(res))
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -427,6 +428,27 @@ func (ex *execution) diagnose(f *sandbox.Failure) *Diagnostic {
 			locate()
 			if ex.src.declined != "" {
 				d.Suggestions = []string{ex.src.declined}
+			} else {
+				// The front end parsed the program; what only the engine
+				// refuses is almost always a regular expression literal,
+				// whose pattern the front end does not check.
+				d.Suggestions = []string{"Check the program's regular expression literals (/.../): " + regexpHint}
+			}
+		case strings.HasPrefix(f.Message, "could not load module"):
+			// import(): the engine's loader refuses every module. The
+			// kind stays ExecutionFailure, the awaited import rejecting
+			// at run time, as the conformance contract has it.
+			d.Message = "import() is not supported: a program cannot load modules (" + f.Message + "); call the tools object instead"
+			locate()
+			if d.Location == nil {
+				// The loader's error has no position: the first import( in
+				// the source is the likely one.
+				if loc := dynamicImport.FindStringIndex(ex.src.code); loc != nil {
+					before := ex.src.code[:loc[0]]
+					line := strings.Count(before, "\n") + 1
+					col := utf8.RuneCountInString(before[strings.LastIndexByte(before, '\n')+1:]) + 1
+					d.Location = &Location{Line: line, Column: col}
+				}
 			}
 		default:
 			if f.Name != "" {
@@ -435,6 +457,10 @@ func (ex *execution) diagnose(f *sandbox.Failure) *Diagnostic {
 				d.Message = "uncaught exception: " + f.Message
 			}
 			locate()
+			if f.Name == "SyntaxError" {
+				// Thrown while the program ran: text it parsed.
+				d.Suggestions = []string{"A SyntaxError while the program runs comes from parsing text: new RegExp(pattern) with an invalid pattern (" + regexpHint + "), or JSON.parse of text that is not JSON. Check the text, or catch the error."}
+			}
 		}
 		if d.Kind == ExecutionFailure {
 			d.Cause = CauseProgram
@@ -476,3 +502,8 @@ func pathKey(path []string) string { return strings.Join(path, "\x00") }
 // jsPath renders a tool path as program code, the call site a program
 // writes: tools.ns.tool or tools.ns["odd-name"] in JavaScript.
 func jsPath(path []string) string { return language.CallSite(path) }
+
+// regexpHint lists what makes a regular expression's pattern invalid.
+const regexpHint = "a parenthesis or bracket left open, a quantifier (*, +, ?, {n}) with nothing before it to repeat, a range written backwards ([z-a]), or an escape the u flag does not allow; escape a literal ( [ * + ? { with a backslash"
+
+var dynamicImport = regexp.MustCompile(`\bimport\s*\(`)
