@@ -61,8 +61,6 @@ tool flags as the fronts (--config, --openapi, --demo-tools ...), or
 the same --state-key-file, and either --data DIR of an embedded server on
 this machine or --nats URL. It runs until SIGINT or SIGTERM, then finishes the
 runs it holds before it exits.
-
-Flags:
 `
 
 // clusterFlags say how a process joins the cluster and what its worker
@@ -485,8 +483,6 @@ Lists the cluster's fronts and workers that are alive: name, host, role,
 a worker's busy and total slots, whether it is draining, and its tool tree
 and engine build (a run moves only between workers with the same). Give
 --data DIR of the embedded server on this machine, or --nats URL.
-
-Flags:
 `
 
 const drainUsage = `Usage: codemode drain [flags] NAME
@@ -495,8 +491,6 @@ Asks the worker NAME (as codemode nodes lists it) to take no more jobs,
 finish the runs it holds and stop; its process exits once they have ended.
 Runs waiting in the queue go to the other workers. Give --data DIR or
 --nats URL as for codemode nodes.
-
-Flags:
 `
 
 // adminNode joins the cluster for nodes and drain, without a role of its
