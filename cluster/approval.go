@@ -69,8 +69,6 @@ func (n *Node) Answer(ctx context.Context, id string, step int, answers map[int]
 		}
 		rec.Answers[q.Index] = decision{Allow: d.Verdict == codemode.Allow, Reason: d.Reason}
 	}
-	// Since makes this write's bytes its own (see bkv): two identical
-	// answers are still two writes, and one loses.
 	rec.Status, rec.Since = answered, time.Now().UTC()
 	rev, err = n.runs.Update(ctx, runKey(id), mustJSON(rec), rev)
 	if err != nil {
@@ -92,15 +90,7 @@ func (n *Node) Answer(ctx context.Context, id string, step int, answers map[int]
 // half, Continue, may come to any front.
 func (n *Node) Start(ctx context.Context, rt *codemode.Runtime, code string) (codemode.Result, *Asked, error) {
 	id := newID()
-	w, err := n.await(id)
-	if err != nil {
-		return codemode.Result{}, nil, err
-	}
-	defer w.stop()
-	if err := n.submit(ctx, rt, id, code); err != nil {
-		return codemode.Result{}, nil, err
-	}
-	return w.result(ctx, false)
+	return n.follow(ctx, id, false, func() error { return n.submit(ctx, rt, id, code) })
 }
 
 // Continue answers the questions of run id at step (see Answer) and waits
@@ -109,13 +99,5 @@ func (n *Node) Continue(ctx context.Context, id string, step int, answers map[in
 	if store.CheckID(id) != nil {
 		return codemode.Result{}, nil, fmt.Errorf("%w: %q", ErrUnknownRun, id)
 	}
-	w, err := n.await(id)
-	if err != nil {
-		return codemode.Result{}, nil, err
-	}
-	defer w.stop()
-	if err := n.Answer(ctx, id, step, answers); err != nil {
-		return codemode.Result{}, nil, err
-	}
-	return w.result(ctx, false)
+	return n.follow(ctx, id, false, func() error { return n.Answer(ctx, id, step, answers) })
 }

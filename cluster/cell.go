@@ -39,12 +39,8 @@ const (
 	stepHeader  = "Codemode-Step"
 )
 
-// cursor is how far a cell's lines have been handed out. Nonce makes
-// each write's bytes its own: a write retried after its answer was lost
-// is recognized by its bytes (see bkv), and two Waits handing out the
-// same lines would otherwise write the same ones.
+// cursor is how far a cell's lines have been handed out.
 type cursor struct {
-	Nonce     string `json:"nonce,omitempty"`
 	Seq       uint64 `json:"seq"`                 // the last message handed out
 	Done      bool   `json:"done,omitempty"`      // the end was handed out: the cell is gone
 	Cancelled bool   `json:"cancelled,omitempty"` // CancelCell: a worker that takes the run stops it
@@ -93,15 +89,7 @@ func (n *Node) cell(ctx context.Context, id string) (record, cursor, uint64, err
 }
 
 func (n *Node) cursor(ctx context.Context, id string) (cursor, uint64, error) {
-	e, err := n.runs.Get(ctx, cursorKey(id))
-	if err != nil {
-		return cursor{}, 0, err
-	}
-	var c cursor
-	if err := json.Unmarshal(e.Value(), &c); err != nil {
-		return cursor{}, 0, fmt.Errorf("cluster: the cursor of cell %s: %w", id, err)
-	}
-	return c, e.Revision(), nil
+	return getJSON[cursor](ctx, n.runs, cursorKey(id))
 }
 
 // logEvent is one message of a cell's log stream.
@@ -214,7 +202,7 @@ func (n *Node) handOut(ctx context.Context, id string, got []logEvent) (codemode
 		if len(keep) == 0 {
 			return codemode.CellUpdate{ID: id}, nil // another Wait took them
 		}
-		next := cursor{Nonce: newID()[:8], Seq: keep[len(keep)-1].seq, Cancelled: cur.Cancelled}
+		next := cursor{Seq: keep[len(keep)-1].seq, Cancelled: cur.Cancelled}
 		u.Logs = nil
 		for _, ev := range keep {
 			switch ev.kind {
@@ -271,7 +259,7 @@ func (n *Node) CancelCell(ctx context.Context, id string) error {
 		if err != nil {
 			return err
 		}
-		cur.Cancelled, cur.Nonce = true, newID()[:8]
+		cur.Cancelled = true
 		if _, err = n.runs.Update(ctx, cursorKey(id), mustJSON(cur), rev); err == nil {
 			break
 		} else if !isConflict(err) {

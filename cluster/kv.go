@@ -3,7 +3,10 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -19,7 +22,36 @@ const opTimeout = 5 * time.Second
 // answer was lost: a write whose answer never came may have landed, so
 // before writing again it reads the key, and a key that holds exactly
 // the bytes written is the write's success. Reads are retried alike.
+//
+// Every value is stored after a tag of random bytes, new for each write
+// (and the same for its retries): two writers that write the same value
+// — two fronts handing out the same cell lines, two people giving the
+// same answer — still write different bytes, so the loser of a
+// compare-and-swap never takes the winner's write for its own. Get
+// returns the value without its tag; write and read the buckets only
+// through bkv.
 type bkv struct{ jetstream.KeyValue }
+
+// tagLen is the length of a value's write tag.
+const tagLen = 12
+
+func tagged(val []byte) []byte {
+	v := make([]byte, tagLen+len(val))
+	_, _ = rand.Read(v[:tagLen])
+	copy(v[tagLen:], val)
+	return v
+}
+
+// untagged is an entry whose Value is without its write tag.
+type untagged struct{ jetstream.KeyValueEntry }
+
+func (u untagged) Value() []byte {
+	v := u.KeyValueEntry.Value()
+	if len(v) < tagLen {
+		return nil
+	}
+	return v[tagLen:]
+}
 
 // lost reports an error after which a request may be tried again: its
 // answer did not come, or the servers were between leaders.
@@ -53,7 +85,16 @@ func retry(ctx context.Context, op func(context.Context) error) error {
 	}
 }
 
+// Get reads key; the entry's Value is without its write tag.
 func (b bkv) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	e, err := b.raw(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return untagged{e}, nil
+}
+
+func (b bkv) raw(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
 	var e jetstream.KeyValueEntry
 	err := retry(ctx, func(c context.Context) (err error) {
 		e, err = b.KeyValue.Get(c, key)
@@ -62,10 +103,23 @@ func (b bkv) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, erro
 	return e, err
 }
 
-// landed reports whether key holds val (a write whose answer was lost
-// landed), and its revision.
-func (b bkv) landed(ctx context.Context, key string, val []byte) (uint64, bool) {
+// getJSON reads key's JSON value into a T, with its revision.
+func getJSON[T any](ctx context.Context, b bkv, key string) (T, uint64, error) {
+	var v T
 	e, err := b.Get(ctx, key)
+	if err != nil {
+		return v, 0, err
+	}
+	if err := json.Unmarshal(e.Value(), &v); err != nil {
+		return v, 0, fmt.Errorf("cluster: the value of %s: %w", key, err)
+	}
+	return v, e.Revision(), nil
+}
+
+// landed reports whether key holds the tagged bytes val (a write whose
+// answer was lost landed), and its revision.
+func (b bkv) landed(ctx context.Context, key string, val []byte) (uint64, bool) {
+	e, err := b.raw(ctx, key)
 	if err != nil || !bytes.Equal(e.Value(), val) {
 		return 0, false
 	}
@@ -73,6 +127,7 @@ func (b bkv) landed(ctx context.Context, key string, val []byte) (uint64, bool) 
 }
 
 func (b bkv) Create(ctx context.Context, key string, val []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	val = tagged(val)
 	var rev uint64
 	tried := false
 	err := retry(ctx, func(c context.Context) (err error) {
@@ -89,6 +144,7 @@ func (b bkv) Create(ctx context.Context, key string, val []byte, opts ...jetstre
 }
 
 func (b bkv) Update(ctx context.Context, key string, val []byte, last uint64) (uint64, error) {
+	val = tagged(val)
 	var rev uint64
 	tried := false
 	err := retry(ctx, func(c context.Context) (err error) {
@@ -105,6 +161,7 @@ func (b bkv) Update(ctx context.Context, key string, val []byte, last uint64) (u
 }
 
 func (b bkv) Put(ctx context.Context, key string, val []byte) (uint64, error) {
+	val = tagged(val)
 	var rev uint64
 	err := retry(ctx, func(c context.Context) (err error) {
 		rev, err = b.KeyValue.Put(c, key, val)

@@ -99,7 +99,7 @@ func (w *Worker) claim(ctx context.Context, id string, c codemode.PendingCall) (
 	case !errors.Is(err, jetstream.ErrKeyExists):
 		return codemode.CallResult{Index: c.Index, Err: fmt.Errorf("cluster: claiming the call in the ledger: %w", err)}, false, 0, false
 	}
-	e, rev, err := w.ledgerGet(ctx, key)
+	e, rev, err := getJSON[entry](ctx, w.node.led, key)
 	switch {
 	case err != nil:
 		return codemode.CallResult{Index: c.Index, Err: fmt.Errorf("cluster: reading the ledger: %w", err)}, false, 0, false
@@ -169,18 +169,6 @@ func (e entry) result(index int) codemode.CallResult {
 	return r
 }
 
-func (w *Worker) ledgerGet(ctx context.Context, key string) (entry, uint64, error) {
-	kv, err := w.node.led.Get(ctx, key)
-	if err != nil {
-		return entry{}, 0, err
-	}
-	var e entry
-	if err := json.Unmarshal(kv.Value(), &e); err != nil {
-		return entry{}, 0, fmt.Errorf("cluster: ledger entry %s: %w", key, err)
-	}
-	return e, kv.Revision(), nil
-}
-
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -213,12 +201,10 @@ func undoOnce(n *Node, tools codemode.Tools) codemode.Tools {
 			rev, err := n.led.Create(ctx, key, mustJSON(entry{State: claimed, By: n.cfg.Name}))
 			switch {
 			case errors.Is(err, jetstream.ErrKeyExists):
-				kv, err := n.led.Get(ctx, key)
+				e, _, err := getJSON[entry](ctx, n.led, key)
 				if err != nil {
 					return fmt.Errorf("cluster: reading the ledger: %w", err)
 				}
-				var e entry
-				_ = json.Unmarshal(kv.Value(), &e)
 				switch {
 				case e.State == done && e.Error == "":
 					return nil

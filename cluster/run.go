@@ -78,15 +78,7 @@ type record struct {
 func runKey(id string) string { return "r." + id }
 
 func (n *Node) record(ctx context.Context, id string) (record, uint64, error) {
-	kv, err := n.runs.Get(ctx, runKey(id))
-	if err != nil {
-		return record{}, 0, err
-	}
-	var r record
-	if err := json.Unmarshal(kv.Value(), &r); err != nil {
-		return record{}, 0, fmt.Errorf("cluster: the record of run %s: %w", id, err)
-	}
-	return r, kv.Revision(), nil
+	return getJSON[record](ctx, n.runs, runKey(id))
 }
 
 // newID names a run: 128 random bits, hex.
@@ -151,12 +143,24 @@ func (n *Node) Wait(ctx context.Context, id string) (codemode.Result, *Asked, er
 	if store.CheckID(id) != nil {
 		return codemode.Result{}, nil, fmt.Errorf("%w: %q", ErrUnknownRun, id)
 	}
+	return n.follow(ctx, id, true, nil)
+}
+
+// follow waits for run id to end or park, listening for its notices
+// before first (which submits or answers it) runs, so that none comes too
+// early; read reads the record first.
+func (n *Node) follow(ctx context.Context, id string, read bool, first func() error) (codemode.Result, *Asked, error) {
 	w, err := n.await(id)
 	if err != nil {
 		return codemode.Result{}, nil, err
 	}
 	defer w.stop()
-	return w.result(ctx, true)
+	if first != nil {
+		if err := first(); err != nil {
+			return codemode.Result{}, nil, err
+		}
+	}
+	return w.result(ctx, read)
 }
 
 // Execute submits a run and waits for its result: Runtime.Execute, run

@@ -86,10 +86,10 @@ func (n *Node) announce(ctx context.Context) {
 	for {
 		c, cancel := context.WithTimeout(ctx, opTimeout)
 		if n.listed() {
-			_, _ = n.nodes.KeyValue.Put(c, key, mustJSON(n.status()))
+			_, _ = n.nodes.Put(c, key, mustJSON(n.status()))
 			was = true
 		} else if was {
-			_ = n.nodes.KeyValue.Delete(c, key)
+			_ = n.nodes.Delete(c, key)
 			was = false
 		}
 		cancel()
@@ -97,7 +97,7 @@ func (n *Node) announce(ctx context.Context) {
 		case <-ctx.Done():
 			if was {
 				c, cancel := context.WithTimeout(context.Background(), opTimeout)
-				_ = n.nodes.KeyValue.Delete(c, key)
+				_ = n.nodes.Delete(c, key)
 				cancel()
 			}
 			return
