@@ -94,6 +94,10 @@ func ParseVerdict(s string) (Verdict, error) {
 type Decision struct {
 	Verdict Verdict
 	Reason  string
+	// By names who answered a question (a person, a client), for the
+	// record a host keeps of its answers; a policy's own verdicts leave
+	// it empty.
+	By string
 }
 
 type sessionKey struct{}

@@ -68,6 +68,8 @@ func (n *Node) Answer(ctx context.Context, id string, step int, answers map[int]
 			return fmt.Errorf("cluster: the answer for call %d is %s; answer allow or deny", q.Index, d.Verdict)
 		}
 		rec.Answers[q.Index] = decision{Allow: d.Verdict == codemode.Allow, Reason: d.Reason}
+		rec.Decided = append(rec.Decided, Answered{Step: step, Index: q.Index, Name: q.Name, Allow: d.Verdict == codemode.Allow,
+			Reason: d.Reason, By: d.By, At: time.Now().UTC()})
 	}
 	rec.Status, rec.Since = answered, time.Now().UTC()
 	rev, err = n.runs.Update(ctx, runKey(id), mustJSON(rec), rev)
@@ -77,6 +79,7 @@ func (n *Node) Answer(ctx context.Context, id string, step int, answers map[int]
 		}
 		return err
 	}
+	n.answered(ctx, id)
 	j := job{ID: id, Session: rec.Session, Tree: rec.Tree, Resume: true, Rev: rev, Cell: rec.Cell}
 	if err := n.publish(ctx, jobMsg(j, id+"."+strconv.Itoa(step)+".resume")); err != nil {
 		// The answers are kept: the run resumes with the next job for it.

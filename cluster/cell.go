@@ -288,9 +288,17 @@ func (n *Node) end(ctx context.Context, id string, ok func(record) bool, why str
 	case !ok(rec):
 		return
 	}
-	rec.Status, rec.State, rec.Questions, rec.Answers = finished, nil, nil, nil
-	rec.Result = &codemode.Result{ToolCalls: []codemode.ToolCall{}, Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: why}}
+	wasParked := rec.Status == parked
+	calls := []codemode.ToolCall{}
+	if rec.Progress != nil {
+		calls = rec.Progress.ToolCalls
+	}
+	rec.Status, rec.State, rec.Questions, rec.Answers, rec.Progress = finished, nil, nil, nil, nil
+	rec.Result = &codemode.Result{ToolCalls: calls, Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: why}}
 	if _, err := n.runs.Update(ctx, runKey(id), mustJSON(rec), rev); err == nil {
+		if wasParked {
+			n.answered(ctx, id)
+		}
 		n.ended(ctx, id, rec)
 	}
 }

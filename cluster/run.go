@@ -15,6 +15,7 @@ import (
 	"github.com/codemode-go/codemode/store"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // treeOf is what a run needs of the worker that runs it: the same tool
@@ -39,6 +40,10 @@ type job struct {
 	Resume bool `json:"resume,omitempty"`
 	// Cell marks a cell's run, whose console lines go to CM_LOGS.
 	Cell bool `json:"cell,omitempty"`
+	// Created is when the run was submitted, Trace the OpenTelemetry
+	// trace it was submitted in.
+	Created time.Time `json:"created,omitzero"`
+	Trace   string    `json:"trace,omitempty"`
 }
 
 // The states of a run's record.
@@ -73,6 +78,17 @@ type record struct {
 	Takeovers int `json:"takeovers,omitempty"`
 	// Cell marks a cell (StartCell).
 	Cell bool `json:"cell,omitempty"`
+
+	// What an operator sees of the run (RunInfo): its program, when it
+	// was submitted, what it has done so far (the audit and logs at its
+	// last checkpoint or question), and every answer given to its
+	// questions, with who gave it.
+	Code     string           `json:"code,omitempty"`
+	Created  time.Time        `json:"created,omitzero"`
+	Progress *codemode.Result `json:"progress,omitempty"`
+	Decided  []Answered       `json:"decided,omitempty"`
+	// Trace is the OpenTelemetry trace the run was submitted in, if any.
+	Trace string `json:"trace,omitempty"`
 }
 
 func runKey(id string) string { return "r." + id }
@@ -110,10 +126,11 @@ func (n *Node) submit(ctx context.Context, rt *codemode.Runtime, id, code string
 
 func (n *Node) submitJob(ctx context.Context, rt *codemode.Runtime, id, code string, cell bool) error {
 	session, _ := codemode.SessionFrom(ctx)
-	j := job{ID: id, Code: code, Session: session, Tree: treeOf(rt), Cell: cell}
+	now := time.Now().UTC()
+	j := job{ID: id, Code: code, Session: session, Tree: treeOf(rt), Cell: cell, Created: now, Trace: traceOf(ctx)}
 	// The record first, so that Wait on any front knows the run from the
 	// moment Submit returns.
-	rev, err := n.runs.Create(ctx, runKey(j.ID), mustJSON(record{Status: queued, Session: session, Since: time.Now().UTC(), Tree: j.Tree, Cell: cell}))
+	rev, err := n.runs.Create(ctx, runKey(j.ID), mustJSON(record{Status: queued, Session: session, Since: now, Tree: j.Tree, Cell: cell, Code: code, Created: now, Trace: traceOf(ctx)}))
 	if err != nil {
 		return fmt.Errorf("cluster: recording the run: %w", err)
 	}
@@ -304,4 +321,12 @@ func (w *waiter) result(ctx context.Context, read bool) (codemode.Result, *Asked
 // affected.
 func (n *Node) Cancel(id string) {
 	_ = n.nc.Publish(cancelSubject(id), nil)
+}
+
+// traceOf is the id of the OpenTelemetry trace ctx is in, or "".
+func traceOf(ctx context.Context) string {
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		return sc.TraceID().String()
+	}
+	return ""
 }

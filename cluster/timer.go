@@ -52,7 +52,7 @@ func (n *Node) expire(ctx context.Context, d due) {
 	answers := make(map[int]codemode.Decision, len(rec.Questions))
 	why := fmt.Sprintf("no one answered within %v", n.cfg.AnswerWithin)
 	for _, q := range rec.Questions {
-		answers[q.Index] = codemode.Decision{Verdict: codemode.Deny, Reason: why}
+		answers[q.Index] = codemode.Decision{Verdict: codemode.Deny, Reason: why, By: "deadline"}
 	}
 	_ = n.Answer(ctx, d.ID, d.Step, answers)
 }

@@ -309,7 +309,8 @@ func (w *Worker) run(ctx context.Context, rt *codemode.Runtime, j job) (bool, st
 	rctx := context.WithoutCancel(ctx)
 	if !j.Resume {
 		// A new run is taken in one step, at the revision Submit made.
-		rec := record{Status: running, Owner: w.node.cfg.Name, Session: j.Session, Since: time.Now().UTC(), Tree: j.Tree, Cell: j.Cell}
+		rec := record{Status: running, Owner: w.node.cfg.Name, Session: j.Session, Since: time.Now().UTC(), Tree: j.Tree, Cell: j.Cell,
+			Code: j.Code, Created: j.Created, Trace: j.Trace}
 		if rev, err := w.node.runs.Update(rctx, runKey(j.ID), mustJSON(rec), j.Rev); err == nil {
 			return w.drive(ctx, rt, j, rec, rev)
 		}
@@ -326,7 +327,9 @@ func (w *Worker) run(ctx context.Context, rt *codemode.Runtime, j job) (bool, st
 		return true, "finished before"
 	case rec.Status == parked:
 		// A job delivered again while the run waits for answers: the
-		// answers will queue the run's next job.
+		// answers will queue the run's next job. The worker that parked
+		// it may have stopped before listing its questions.
+		w.node.asking(rctx, j.ID, rec.Step)
 		return true, "waits for answers"
 	case rec.Status == running:
 		rec.Takeovers++
@@ -366,7 +369,7 @@ func (w *Worker) drive(ctx context.Context, rt *codemode.Runtime, j job, rec rec
 		res, s, err = rt.Resume(ctx, s.State, results...)
 	}
 	for err == nil && s != nil {
-		rec.Step, rec.State = s.Step, s.State
+		rec.Step, rec.State, rec.Progress = s.Step, s.State, progress(res)
 		if log != nil {
 			// The lines before the checkpoint are stored before it: a
 			// takeover replays only those after.
@@ -400,7 +403,7 @@ func (w *Worker) drive(ctx context.Context, rt *codemode.Runtime, j job, rec rec
 	if res.ToolCalls == nil {
 		res.ToolCalls = []codemode.ToolCall{}
 	}
-	rec.Status, rec.State, rec.Result = finished, nil, &res
+	rec.Status, rec.State, rec.Progress, rec.Result = finished, nil, nil, &res
 	if b := mustJSON(rec); int64(len(b)) > recordRoom(w.node) {
 		// Kept whole, it would fail every attempt to record it.
 		res = codemode.Result{ToolCalls: res.ToolCalls, Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure,
@@ -490,6 +493,7 @@ func (w *Worker) park(ctx context.Context, j job, rec record, rev uint64, step i
 	if _, err := w.node.runs.Update(ctx, runKey(j.ID), mustJSON(rec), rev); err != nil {
 		return false, "parking step " + fmt.Sprint(step) + ": " + err.Error()
 	}
+	w.node.asking(ctx, j.ID, step)
 	w.node.notify(j.ID, notice{Asked: rec.asked(j.ID)})
 	if j.Cell {
 		w.node.logEvent(ctx, j.ID, "park", strconv.Itoa(step))

@@ -143,9 +143,9 @@ func (s *Server) parkingRoundTrip(ctx context.Context, pe ParkingExecutor, rt *c
 				continue
 			}
 			if answer.Action == "accept" && answer.Content["approve"] == true {
-				answers[index] = codemode.Decision{Verdict: codemode.Allow}
+				answers[index] = codemode.Decision{Verdict: codemode.Allow, By: answeredBy(ss)}
 			} else {
-				answers[index] = codemode.Decision{Verdict: codemode.Deny, Reason: deniedReason(answer.Action)}
+				answers[index] = codemode.Decision{Verdict: codemode.Deny, Reason: deniedReason(answer.Action), By: answeredBy(ss)}
 			}
 		}
 		for _, index := range t.Calls {
@@ -239,9 +239,24 @@ func (s *Server) elicitApproval(ctx context.Context, c codemode.Call, question s
 		s.log.Warn("asking the user to approve a call failed", "tool", c.Name, "error", err)
 		return codemode.Decision{Verdict: codemode.Deny, Reason: "the request for the user's approval failed"}
 	case res.Action == "accept" && res.Content["approve"] == true:
-		return codemode.Decision{Verdict: codemode.Allow}
+		return codemode.Decision{Verdict: codemode.Allow, By: answeredBy(ss)}
 	}
-	return codemode.Decision{Verdict: codemode.Deny, Reason: deniedReason(res.Action)}
+	return codemode.Decision{Verdict: codemode.Deny, Reason: deniedReason(res.Action), By: answeredBy(ss)}
+}
+
+// answeredBy names the user of an MCP session, for the record of who
+// answered: the client's name and the session.
+func answeredBy(ss *mcpsdk.ServerSession) string {
+	who := "an MCP client"
+	if ss != nil {
+		if p := ss.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
+			who = "MCP client " + strconv.Quote(p.ClientInfo.Name)
+		}
+		if id := ss.ID(); id != "" {
+			who += " (session " + id + ")"
+		}
+	}
+	return "the user of " + who
 }
 
 type sessionCtxKey struct{}
