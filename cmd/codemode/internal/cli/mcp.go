@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/console"
 	"github.com/codemode-go/codemode/mcp"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -279,8 +280,23 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 
 	var code int
 	if f.httpAddr != "" {
-		code = serveHTTP(ctx, httpConfig{addr: f.httpAddr, token: token, loopback: loopback}, srv, logger, stderr)
+		hc := httpConfig{addr: f.httpAddr, token: token, loopback: loopback}
+		if node != nil && f.cluster.console {
+			con, err := console.New(console.Options{Node: node.node, Runtime: srv.Runtime, Token: token,
+				TraceURL: f.cluster.traceURL, Logger: logger.With("part", "console")})
+			if err != nil {
+				_ = srv.Close()
+				src.close()
+				return newFailed(err, stderr)
+			}
+			defer con.Close()
+			hc.console = con
+		}
+		code = serveHTTP(ctx, hc, srv, logger, stderr)
 	} else {
+		if node != nil && f.cluster.console {
+			logger.Info("the console is served over HTTP: give --http 127.0.0.1:PORT to open it at http://127.0.0.1:PORT/console/")
+		}
 		code = serveStdio(ctx, srv, stdin, stdout, logger)
 	}
 	// Runs first (they may still call upstream tools), then the servers;
@@ -328,6 +344,7 @@ type httpConfig struct {
 	addr     string
 	token    string // empty: no authentication
 	loopback bool   // addr is a loopback address
+	console  http.Handler
 }
 
 func serveHTTP(ctx context.Context, cfg httpConfig, srv *mcp.Server, logger *slog.Logger, stderr io.Writer) int {
@@ -349,10 +366,20 @@ func serveHTTP(ctx context.Context, cfg httpConfig, srv *mcp.Server, logger *slo
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", newHTTPGuard(srv.HTTPHandler(), cfg.token, cfg.loopback, strconv.Itoa(bound.Port)))
+	if cfg.console != nil {
+		// The console checks the token itself (a browser logs in once and
+		// keeps a cookie); on loopback the guard still checks Host and
+		// Origin, which a DNS-rebinding page cannot forge.
+		mux.Handle("/console/", newHTTPGuard(cfg.console, "", cfg.loopback, strconv.Itoa(bound.Port)))
+		mux.Handle("GET /{$}", http.RedirectHandler("/console/", http.StatusSeeOther))
+	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	logger.Info("serving MCP over streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp", "auth", cfg.token != "")
+	if cfg.console != nil {
+		logger.Info("serving the console", "url", "http://"+ln.Addr().String()+"/console/")
+	}
 	select {
 	case <-ctx.Done():
 	case err := <-served:

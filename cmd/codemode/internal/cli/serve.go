@@ -47,6 +47,12 @@ a worker) while the front asks the user by elicitation. With --cells, a
 run that outlives its execute call goes on on a worker, and wait on any
 front of the session collects its lines and result.
 
+With --http, the console is at http://ADDR/console/ (behind the same
+token: a browser logs in once): the questions runs wait on, to approve or
+deny; recent runs with their program, tool calls on a time line, logs and
+result; cells' lines as they come, and a stop button; a playground to try
+programs against the tools; and the cluster's processes, to drain.
+
 "codemode nodes" lists the fronts and workers alive; "codemode drain
 NAME" has a worker finish its runs and stop.
 
@@ -67,6 +73,8 @@ runs it holds before it exits.
 // does.
 type clusterFlags struct {
 	worker     bool // serve only: run a worker in this process too
+	console    bool // serve only: serve the console at /console/ with --http
+	traceURL   string
 	data       string
 	listen     string
 	natsURL    string
@@ -101,6 +109,8 @@ func (c *clusterFlags) register(fs *flag.FlagSet, serve bool) {
 		fs.StringVar(&c.listenKey, "nats-listen-tls-key", "", "key `file` of --nats-listen-tls-cert")
 		fs.StringVar(&c.clusterListen, "nats-cluster-listen", "", "cluster the embedded server: listen for routes at `host:port` (loopback only; every server needs the same --nats-token-env)")
 		fs.StringVar(&c.routes, "nats-routes", "", "the other embedded servers' --nats-cluster-listen addresses, `host:port,...`")
+		fs.BoolVar(&c.console, "console", true, "with --http, serve the console (questions to answer, runs, cells, a playground, nodes) at /console/, behind the same token")
+		fs.StringVar(&c.traceURL, "console-trace-url", "", "link runs' OpenTelemetry trace ids to a tracing UI: a `URL` with {trace}, such as http://localhost:16686/trace/{trace}")
 	}
 	fs.IntVar(&c.replicas, "replicas", 1, "copies of each stream and bucket the servers keep: 1 on one server, 3 in a cluster")
 	c.registerJoin(fs, data)
