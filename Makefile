@@ -26,7 +26,7 @@ DIRECTORY_SPECS := testdata/large/stripe.com.json testdata/large/jira.json testd
 # npm: the engine is committed (internal/enginebin).
 NPM_ALL := node_modules/.codemode-all
 
-.PHONY: all engine-check specs corpus corpus-sample demo build test test-short check vet staticcheck fmt-check tidy-check cross gotest bench benchcmd fuzz soak clean
+.PHONY: all browser engine-check specs corpus corpus-sample demo build test test-short check vet staticcheck fmt-check tidy-check cross gotest bench benchcmd fuzz soak clean
 
 all: build
 
@@ -74,7 +74,11 @@ demo:
 build:
 	go build -o bin/codemode ./cmd/codemode
 
-test: $(NPM_ALL) specs engine-check fmt-check tidy-check vet staticcheck cross gotest corpus-sample
+test: $(NPM_ALL) specs browser engine-check fmt-check tidy-check vet staticcheck cross gotest corpus-sample
+
+# Chromium for the console's browser tests (apt-get when missing and root).
+browser:
+	scripts/browser.sh
 
 # The quick check while working: no race detector, the long tests skipped
 # (and the ones that need the npm toolchain skip themselves without it).
@@ -103,7 +107,7 @@ staticcheck:
 	go tool -modfile=tools/go.mod staticcheck ./...
 
 gotest:
-	go test -race -count=1 ./...
+	CODEMODE_BROWSER_REQUIRED=1 go test -race -count=1 ./...
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...

@@ -365,11 +365,17 @@ func startHTTP(t *testing.T, args ...string) string {
 // 127.0.0.1 when addr binds every interface) and its log.
 func startHTTPAt(t *testing.T, addr string, args ...string) (string, *syncBuffer) {
 	t.Helper()
+	return startHTTPAs(t, "mcp", addr, args...)
+}
+
+// startHTTPAs is startHTTPAt for codemode mcp (name "mcp") or serve.
+func startHTTPAs(t *testing.T, name, addr string, args ...string) (string, *syncBuffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	stderr := &syncBuffer{}
 	exit := make(chan int, 1)
 	go func() {
-		exit <- runMCP(ctx, append([]string{"--http", addr, "--cache-dir", engineCache}, args...), strings.NewReader(""), io.Discard, stderr)
+		exit <- runMCPAs(ctx, name, append([]string{"--http", addr, "--cache-dir", engineCache}, args...), strings.NewReader(""), io.Discard, stderr)
 	}()
 	t.Cleanup(func() {
 		cancel()

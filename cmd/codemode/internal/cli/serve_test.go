@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -224,4 +226,68 @@ func startProcess(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer) {
 func mustMarshal(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// serve --http serves the console next to MCP: on loopback without a
+// token it checks Host and Origin as MCP does; with a token, pages send
+// a browser to log in and everything else needs the token.
+func TestServeConsole(t *testing.T) {
+	get := func(u string, header ...string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			if header[i] == "Host" {
+				req.Host = header[i+1]
+			} else {
+				req.Header.Set(header[i], header[i+1])
+			}
+		}
+		res, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		if loc := res.Header.Get("Location"); loc != "" {
+			return res.StatusCode, loc
+		}
+		return res.StatusCode, string(b)
+	}
+	t.Run("loopback", func(t *testing.T) {
+		mcpURL, stderr := startHTTPAs(t, "serve", "127.0.0.1:0", "--worker", "--demo-tools", "--data", filepath.Join(t.TempDir(), "cluster"))
+		base := strings.TrimSuffix(mcpURL, "/mcp")
+		if code, body := get(base + "/console/play"); code != http.StatusOK || !strings.Contains(body, "tools.shop.refundOrder") {
+			t.Fatalf("the playground: %d\n%s", code, body)
+		}
+		if code, loc := get(base + "/"); code != http.StatusSeeOther || loc != "/console/" {
+			t.Fatalf("/: %d %q", code, loc)
+		}
+		if code, _ := get(base+"/console/", "Host", "evil.example"); code != http.StatusForbidden {
+			t.Fatalf("a rebinding Host: %d", code)
+		}
+		if !strings.Contains(stderr.String(), "serving the console") {
+			t.Fatalf("the log does not say where the console is:\n%s", stderr)
+		}
+	})
+	t.Run("token", func(t *testing.T) {
+		t.Setenv("CONSOLE_TEST_TOKEN", "console-test-token-0123456789")
+		mcpURL, _ := startHTTPAs(t, "serve", "127.0.0.1:0", "--worker", "--demo-tools", "--data", filepath.Join(t.TempDir(), "cluster"),
+			"--http-token-env", "CONSOLE_TEST_TOKEN")
+		base := strings.TrimSuffix(mcpURL, "/mcp")
+		if code, loc := get(base + "/console/runs"); code != http.StatusSeeOther || !strings.HasSuffix(loc, "/console/login") {
+			t.Fatalf("without the token: %d %q", code, loc)
+		}
+		if code, _ := get(base+"/console/runs", "Authorization", "Bearer wrong-token-0123456789"); code != http.StatusSeeOther {
+			t.Fatalf("a wrong token: %d", code)
+		}
+		if code, _ := get(base+"/console/runs", "Authorization", "Bearer console-test-token-0123456789"); code != http.StatusOK {
+			t.Fatalf("the token: %d", code)
+		}
+	})
+	t.Run("off", func(t *testing.T) {
+		mcpURL, _ := startHTTPAs(t, "serve", "127.0.0.1:0", "--worker", "--demo-tools", "--data", filepath.Join(t.TempDir(), "cluster"), "--console=false")
+		if code, _ := get(strings.TrimSuffix(mcpURL, "/mcp") + "/console/"); code != http.StatusNotFound {
+			t.Fatalf("--console=false: %d", code)
+		}
+	})
 }
