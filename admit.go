@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/codemode-go/codemode/internal/sandbox"
 	"github.com/google/jsonschema-go/jsonschema"
@@ -148,7 +149,7 @@ func (ex *execution) reserve(a *admitted) (int, error) {
 	index := ex.admitted
 	ex.admitted++
 	if !ex.frozen {
-		ex.calls = append(ex.calls, ToolCall{Name: a.Name})
+		ex.calls = append(ex.calls, ToolCall{Name: a.Name, StartMs: ex.sinceStart(time.Now())})
 	}
 	return index, nil
 }

@@ -38,7 +38,7 @@ func resultJSON(r Result) string {
 		r.ToolCalls = append([]ToolCall{}, r.ToolCalls...)
 	}
 	for i := range r.ToolCalls {
-		r.ToolCalls[i].DurationMs = 0
+		r.ToolCalls[i].DurationMs, r.ToolCalls[i].StartMs = 0, 0
 	}
 	b, _ := json.Marshal(r)
 	return string(b)

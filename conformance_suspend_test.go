@@ -84,7 +84,7 @@ func sameResult(a, b Result) string {
 	strip := func(r Result) Result {
 		r.ToolCalls = slices.Clone(r.ToolCalls)
 		for i := range r.ToolCalls {
-			r.ToolCalls[i].DurationMs = 0
+			r.ToolCalls[i].DurationMs, r.ToolCalls[i].StartMs = 0, 0
 		}
 		return r
 	}

@@ -19,7 +19,10 @@ import (
 // execution is the state of one run: admission, the audit and the
 // concurrency queue.
 type execution struct {
-	rt      *Runtime
+	rt *Runtime
+	// began is when the run started (its first step, for a resumed
+	// run): the calls' StartMs count from it.
+	began   time.Time
 	limiter *fifo
 	src     *source
 	lim     limits
@@ -139,7 +142,7 @@ func (rt *Runtime) start(ctx context.Context, code string, hold bool) (ex *execu
 
 func (rt *Runtime) newExecution(ctx context.Context, src *source, lim limits, hold bool) *execution {
 	ex := &execution{rt: rt, limiter: newFIFO(rt.opts.MaxConcurrency), src: src, lim: lim, hold: hold,
-		ctx: ctx, session: sessionOf(ctx)}
+		ctx: ctx, session: sessionOf(ctx), began: time.Now()}
 	if hold {
 		ex.held = map[int]heldCall{}
 	}
@@ -507,3 +510,6 @@ func jsPath(path []string) string { return language.CallSite(path) }
 const regexpHint = "a parenthesis or bracket left open, a quantifier (*, +, ?, {n}) with nothing before it to repeat, a range written backwards ([z-a]), or an escape the u flag does not allow; escape a literal ( [ * + ? { with a backslash"
 
 var dynamicImport = regexp.MustCompile(`\bimport\s*\(`)
+
+// sinceStart is t in whole milliseconds from the start of the run.
+func (ex *execution) sinceStart(t time.Time) int64 { return max(t.Sub(ex.began).Milliseconds(), 0) }

@@ -55,6 +55,10 @@ type ToolCall struct {
 	// Outcome is how the call ended; OutcomeCancelled when the run ended
 	// (or a Promise.race was lost) first, or the call never started.
 	Outcome Outcome `json:"outcome"`
+	// StartMs is when the program made the call, in whole milliseconds
+	// from the start of the run (of its first step, for a run suspended
+	// and resumed): with DurationMs, it places the call on a time line.
+	StartMs int64 `json:"startMs"`
 	// DurationMs is how long the tool ran, in whole milliseconds.
 	DurationMs int64 `json:"durationMs"`
 }

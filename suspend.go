@@ -118,7 +118,8 @@ type stateHeader struct {
 	Limits      limits          `json:"limits"`
 	Remaining   time.Duration   `json:"remaining,omitempty"` // of Timeout, when the run suspended
 	NextTimer   time.Duration   `json:"nextTimer,omitempty"`
-	SuspendedAt int64           `json:"suspendedAt"` // Unix nanoseconds
+	SuspendedAt int64           `json:"suspendedAt"`     // Unix nanoseconds
+	Began       int64           `json:"began,omitempty"` // Unix nanoseconds: when the run started
 	Calls       []ToolCall      `json:"calls"`
 	Admitted    int             `json:"admitted"`
 	Held        []heldEntry     `json:"held"`
@@ -243,6 +244,9 @@ func (rt *Runtime) resume(runCtx context.Context, h *stateHeader, inner []byte, 
 	}
 	ex := rt.newExecution(runCtx, src, h.Limits, true)
 	ex.runID = h.RunID
+	if h.Began != 0 {
+		ex.began = time.Unix(0, h.Began)
+	}
 	ex.calls, ex.admitted = h.Calls, h.Admitted
 	ex.tx, ex.rolledBack = h.Tx, h.RolledBack
 	for _, e := range h.Held {
@@ -384,6 +388,7 @@ func (rt *Runtime) step(ctx, runCtx context.Context, ex *execution, sr sandbox.R
 	h.Step++
 	h.Limits = ex.lim
 	h.SuspendedAt = now.UnixNano()
+	h.Began = ex.began.UnixNano()
 	h.Remaining = 0
 	if ex.lim.Timeout > 0 {
 		h.Remaining = max(ex.deadline.Sub(now), 0)

@@ -247,7 +247,7 @@ func (ex *execution) compensate(steps []txStep, stragglers int) (undone, problem
 		undo := withCall(ex.ctx, Call{Index: step.Index, Name: step.Name, Path: step.Path, Input: step.Input,
 			Annotations: entry.tool.Annotations, RunID: ex.runID, Session: ex.session, Compensating: true})
 		err := compensateWithin(undo, grace, entry.tool.Compensate, step.Input, step.Output)
-		call := ToolCall{Name: step.Name + "#compensate", Outcome: OutcomeOK, DurationMs: time.Since(start).Milliseconds()}
+		call := ToolCall{Name: step.Name + "#compensate", Outcome: OutcomeOK, StartMs: ex.sinceStart(start), DurationMs: time.Since(start).Milliseconds()}
 		switch {
 		case errors.Is(err, errAbandoned):
 			call.Outcome = OutcomeError

@@ -6,4 +6,4 @@ import "github.com/codemode-go/codemode"
 func callLine(pc codemode.PendingCall) int { return 0 }
 
 // startOf is when a call started, in ms from the run's start.
-func startOf(c codemode.ToolCall) int64 { return 0 }
+func startOf(c codemode.ToolCall) int64 { return c.StartMs }

@@ -632,7 +632,7 @@ var executeOutputSchema = json.RawMessage(`{
     },
     "logs": {"type": "array", "items": {"type": "string"}, "description": "The console lines."},
     "truncated": {"type": "boolean", "description": "The output limit cut the value or the logs."},
-    "toolCalls": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}, "outcome": {"type": "string", "enum": ["ok", "error", "invalid-output", "cancelled", "denied", "pending"]}, "durationMs": {"type": "integer"}}, "required": ["name"]}, "description": "The tool calls made, in order, with how each ended and how long it took."}
+    "toolCalls": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}, "outcome": {"type": "string", "enum": ["ok", "error", "invalid-output", "cancelled", "denied", "pending"]}, "startMs": {"type": "integer"}, "durationMs": {"type": "integer"}}, "required": ["name"]}, "description": "The tool calls made, in order, with how each ended and how long it took."}
   },
   "required": ["ok", "toolCalls"]
 }`)
