@@ -79,3 +79,45 @@ return 1`)
 		t.Fatalf("the call after the resume started at %d ms, the first at %d ms: the resumed run did not count from its start", c[1].StartMs, c[0].StartMs)
 	}
 }
+
+// A held call says where in the program it was made: the line of the
+// tools call itself, in JavaScript and TypeScript, inside a function
+// called from elsewhere, and still after a resume that answered another.
+func TestPendingCallLocation(t *testing.T) {
+	opts := Options{Tools: Tools{"clock": Tools{"sleep": sleepTool(t)}}, StateKey: testStateKey, Timeout: 10 * time.Second}
+	rt := mustNew(t, opts)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, code string
+		lines      []int
+	}{
+		{"js", "const a = 1;\n\nconst r = await tools.clock.sleep({ ms: 1 });\nreturn r", []int{3}},
+		{"ts", "type N = number;\nconst ms: N = 1;\nconst r: boolean = await tools.clock.sleep({ ms });\nreturn r", []int{3}},
+		{"nested", "function nap(ms: number) {\n  return tools.clock.sleep({ ms });\n}\n\nconst rs = await Promise.all([nap(1),\n  tools.clock.sleep({ ms: 2 })]);\nreturn rs", []int{2, 6}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, s, err := rt.ExecuteSuspendable(ctx, tc.code)
+			if err != nil || s == nil || len(s.Pending) != len(tc.lines) {
+				t.Fatalf("%+v %v", s, err)
+			}
+			for i, p := range s.Pending {
+				if p.Location == nil || p.Location.Line != tc.lines[i] || p.Location.Column < 1 {
+					t.Fatalf("call %d: location %+v, want line %d", i, p.Location, tc.lines[i])
+				}
+			}
+			if len(s.Pending) < 2 {
+				return
+			}
+			// Answer the first only: the second is still held, and still
+			// located, in the next state (read by another Runtime).
+			_, s2, err := rt.Resume(ctx, s.State, rt.RunPending(ctx, s.Pending[0]))
+			if err != nil || s2 == nil {
+				t.Fatalf("%+v %v", s2, err)
+			}
+			again, err := mustNew(t, opts).Inspect(s2.State)
+			if err != nil || len(again.Pending) != 1 || again.Pending[0].Location == nil || again.Pending[0].Location.Line != tc.lines[1] {
+				t.Fatalf("after a partial resume: %+v %v", again, err)
+			}
+		})
+	}
+}

@@ -64,6 +64,10 @@ type PendingCall struct {
 	// Suspended.Deadline): RunPending does not start the call after it,
 	// and ends the tool's context then.
 	Deadline time.Time `json:"deadline,omitzero"`
+	// Location is where in the program the call was made, as the stack
+	// says (a program can make its stacks say other things: show it as
+	// a pointer into the program, not as proof), when known.
+	Location *Location `json:"location,omitempty"`
 }
 
 // CallResult is the result of a pending call, delivered by
@@ -137,6 +141,9 @@ type heldEntry struct {
 	Input  json.RawMessage `json:"input"`
 	Reason string          `json:"reason,omitempty"` // the policy's question
 	Tx     *int            `json:"tx,omitempty"`     // the transaction it was made in
+	// Where in the program the call was made (Location), when known.
+	Line   int `json:"line,omitempty"`
+	Column int `json:"column,omitempty"`
 }
 
 // heldCall is a call a suspendable run holds, by its sandbox call id:
@@ -400,7 +407,14 @@ func (rt *Runtime) step(ctx, runCtx context.Context, ex *execution, sr sandbox.R
 		if !ok {
 			return Result{ToolCalls: h.Calls}, nil, fmt.Errorf("codemode: internal error: held call %d has no audit entry", c.ID)
 		}
-		h.Held = append(h.Held, heldEntry{Seq: c.ID, Index: hc.index, Path: c.Path, Input: hc.input, Reason: hc.reason, Tx: hc.tx})
+		e := heldEntry{Seq: c.ID, Index: hc.index, Path: c.Path, Input: hc.input, Reason: hc.reason, Tx: hc.tx}
+		if c.Line > 0 {
+			ex.src.recompile()
+			if l, col, ok := ex.src.prog.Position(c.Line, c.Column); ok {
+				e.Line, e.Column = l, col
+			}
+		}
+		h.Held = append(h.Held, e)
 	}
 	state, err := rt.sealState(runCtx, ex.deadline, &h, sr.Suspended.State)
 	if f := rt.sealFailure(runCtx, ex, err); f != nil {
@@ -457,6 +471,9 @@ func (rt *Runtime) suspended(h *stateHeader, state []byte) *Suspended {
 	for _, e := range h.Held {
 		p := PendingCall{Call: Call{Index: e.Index, Name: h.Calls[e.Index].Name, Path: e.Path, Input: e.Input,
 			RunID: h.RunID, Session: h.Session}, Reason: e.Reason, Deadline: s.Deadline}
+		if e.Line > 0 {
+			p.Location = &Location{Line: e.Line, Column: e.Column}
+		}
 		if entry := rt.index[pathKey(e.Path)]; entry != nil {
 			p.Annotations = entry.tool.Annotations
 		}

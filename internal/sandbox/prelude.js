@@ -765,6 +765,18 @@
   return freeze({
     install,
     settle,
+    // site is the stack where the program made pending call id, to
+    // locate a held call in the program ("" when it cannot say).
+    site(id) {
+      const c = mapGet(pending, id);
+      if (!c) return "";
+      try {
+        const s = c.site.stack;
+        return typeof s === "string" ? s : "";
+      } catch {
+        return "";
+      }
+    },
     fire(id) {
       const t = mapGet(timers, id);
       if (!t) return;

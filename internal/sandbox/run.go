@@ -138,8 +138,8 @@ type run struct {
 }
 
 type controls struct {
-	obj                                                                  quickjs.Value
-	install, settle, fire, cancelTimers, start, finish, describe, callID quickjs.Value
+	obj                                                                        quickjs.Value
+	install, settle, fire, cancelTimers, start, finish, describe, callID, site quickjs.Value
 }
 
 // ctxExpiry classifies the end of r.ctx.

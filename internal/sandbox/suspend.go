@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -71,6 +72,9 @@ type Held struct {
 	NS    int // the namespace's index in Request.Bindings
 	Path  []string
 	Input json.RawMessage
+	// Line and Column locate the call in Request.Program (1-based), as
+	// the stack where the program made it says; zero when unknown.
+	Line, Column int
 }
 
 // Delivery is the result of a held call.
@@ -158,7 +162,8 @@ func (r *run) suspend() *Failure {
 	slices.SortFunc(p.Held, func(a, b parkedCall) int { return a.ID - b.ID })
 	for _, h := range p.Held {
 		cp := r.paths[h.Path-1]
-		susp.Held = append(susp.Held, Held{ID: h.ID, NS: cp.ns, Path: cp.path, Input: h.Input})
+		line, col := r.callSite(h.ID)
+		susp.Held = append(susp.Held, Held{ID: h.ID, NS: cp.ns, Path: cp.path, Input: h.Input, Line: line, Column: col})
 	}
 	for id, rj := range r.rejected {
 		p.Rejected = append(p.Rejected, [3]uint32{id, uint32(rj.promise), uint32(rj.reason)})
@@ -335,4 +340,23 @@ func (s *Sandbox) Resume(ctx context.Context, req Request, state State, results 
 	})
 	stop()
 	return r.result(), nil
+}
+
+// callSite locates pending call id in the program, from the stack the
+// prelude kept where the program made it: 0, 0 when it cannot.
+func (r *run) callSite(id int) (line, col int) {
+	idBox, err := r.in.NewNumber(float64(id))
+	if err != nil {
+		return 0, 0
+	}
+	defer r.in.Free(idBox)
+	stack, err := r.callValues(r.ctl.site, idBox)
+	if err != nil {
+		return 0, 0
+	}
+	if m := stackLoc.FindStringSubmatch(stack); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		col, _ = strconv.Atoi(m[2])
+	}
+	return line, col
 }
