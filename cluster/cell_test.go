@@ -328,4 +328,80 @@ func TestUnansweredQuestionsExpire(t *testing.T) {
 	if !errors.Is(err, ErrAnswered) {
 		t.Fatalf("a late answer: %v", err)
 	}
+	// The record says the deadline answered, and the run is no longer
+	// listed as asking.
+	ri, err := n.Run(ctx, id)
+	if err != nil || len(ri.Answers) != 1 || ri.Answers[0].By != "deadline" || ri.Answers[0].Allow {
+		t.Fatalf("the record: %+v %v", ri.Answers, err)
+	}
+	if qs, err := n.Questions(ctx); err != nil || len(qs) != 0 {
+		t.Fatalf("questions after the deadline: %+v %v", qs, err)
+	}
+}
+
+// Parked runs are listed (Questions) until answered, with their program
+// and progress; RunInfo follows the run to its end; WatchRuns tells of
+// each change.
+func TestQuestionsAndRunInfo(t *testing.T) {
+	n := openNode(t, Config{})
+	var fx effects
+	startAskingWorker(t, n, &fx)
+	rt := front(t, shopTools(nil, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	events := make(chan RunEvent, 1000)
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	go func() { _ = n.WatchRuns(wctx, func(e RunEvent) { events <- e }) }()
+	id, err := n.Submit(ctx, rt, chargeProgram)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, asked, err := n.Wait(ctx, id)
+	if err != nil || asked == nil {
+		t.Fatal(asked, err)
+	}
+	qs, err := n.Questions(ctx)
+	if err != nil || len(qs) != 1 || qs[0].ID != id || qs[0].Status != StatusParked || qs[0].Code != chargeProgram ||
+		len(qs[0].Questions) != 1 || qs[0].Created.IsZero() {
+		t.Fatalf("questions: %+v %v", qs, err)
+	}
+	// A stale marker (a run that is not parked) is not listed.
+	other, _ := n.Submit(ctx, rt, "return 1")
+	if _, _, err := n.Wait(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	n.asking(ctx, other, 1)
+	if qs, _ := n.Questions(ctx); len(qs) != 1 {
+		t.Fatalf("a stale marker is listed: %+v", qs)
+	}
+	if err := n.Answer(ctx, id, asked.Step, map[int]codemode.Decision{asked.Calls[0].Index: {Verdict: codemode.Allow, By: "Ada"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, again, err := n.Wait(ctx, id); err != nil || again != nil {
+		t.Fatal(again, err)
+	}
+	ri, err := n.Run(ctx, id)
+	if err != nil || ri.Status != StatusDone || ri.Result == nil || len(ri.Answers) != 1 || ri.Answers[0].By != "Ada" || !ri.Answers[0].Allow ||
+		ri.Answers[0].Name != "shop.charge" || ri.Progress != nil {
+		t.Fatalf("the finished run: %+v %v", ri, err)
+	}
+	if qs, _ := n.Questions(ctx); len(qs) != 0 {
+		t.Fatalf("still asking after the answer: %+v", qs)
+	}
+	// The watch saw the run asking, answered and changed.
+	seen := map[RunEventKind]bool{}
+	for deadline := time.After(30 * time.Second); !seen[RunAsking] || !seen[RunAnswered] || !seen[RunChanged]; {
+		select {
+		case e := <-events:
+			if e.ID == id {
+				seen[e.Kind] = true
+			}
+		case <-deadline:
+			t.Fatalf("the watch saw %v", seen)
+		}
+	}
+	if _, err := n.Run(ctx, "not-an-id!"); !errors.Is(err, ErrUnknownRun) {
+		t.Fatalf("a bad id: %v", err)
+	}
 }
