@@ -161,6 +161,10 @@ func TestBrowser(t *testing.T) {
 		for _, ctx := range []context.Context{ada, grace} {
 			eventually(t, ctx, "three questions", `document.querySelectorAll("article.question").length === 3`)
 		}
+		// Each shows its program with the line of the call marked.
+		if n := count(t, ada, "article.question ol.code li.marked#L3"); n != 3 {
+			t.Fatalf("%d programs have the call's line (3) marked, want 3", n)
+		}
 		shot(t, ada, "questions")
 
 		// At once: Ada approves the first while Grace denies the second.

@@ -45,7 +45,7 @@ func newTimeline(calls []codemode.ToolCall) *timeline {
 	if len(calls) == 0 {
 		return nil
 	}
-	t := &timeline{Width: tlLabel + tlPlot + 20}
+	t := &timeline{Width: tlLabel + tlPlot + 120} // room for the last label
 	shown := calls
 	if len(shown) > tlRows {
 		t.Omitted = len(shown) - tlRows
