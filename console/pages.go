@@ -73,8 +73,14 @@ func parsePages() (map[string]*template.Template, error) {
 // a request that asks for a fragment (?fragment), which the script swaps
 // into an open page.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, name, title string, body any) {
+	c.renderAs(w, r, name, name, title, body)
+}
+
+// renderAs is render with the nav entry (and page kind) named apart from
+// the template: the cells' list is the runs' page.
+func (c *Console) renderAs(w http.ResponseWriter, r *http.Request, name, nav, title string, body any) {
 	sid, _ := c.authenticated(r)
-	p := page{Title: title, Nav: name, Prefix: c.opts.Prefix, CSRF: c.csrfToken(sid), Name: nameOf(r), Login: sid != "",
+	p := page{Title: title, Nav: nav, Prefix: c.opts.Prefix, CSRF: c.csrfToken(sid), Name: nameOf(r), Login: sid != "",
 		Flash: r.URL.Query().Get("flash"), Error: r.URL.Query().Get("error"), Body: body}
 	t := c.pages[name]
 	var buf bytes.Buffer
@@ -379,7 +385,7 @@ func (c *Console) runsPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) cellsPage(w http.ResponseWriter, r *http.Request) {
-	c.render(w, r, "cells", "Cells", c.list(r.Context(), true))
+	c.renderAs(w, r, "runs", "cells", "Cells", c.list(r.Context(), true))
 }
 
 type runBody struct {
