@@ -260,7 +260,7 @@ return { orders, note: `+"`"+hostile+"`"+` };`)
 		eventually(t, grace, "more ticks", fmt.Sprintf(`document.getElementById("cell-lines").textContent.length > %d`, len(before)+10))
 		shot(t, grace, "cell")
 		// Reading them here does not take them from the cell's session.
-		u, err := f.node.WaitCell(ctx, id, 10*time.Millisecond, nil)
+		u, err := f.node.WaitCell(ctx, id, 2*time.Second, nil)
 		if err != nil || len(u.Logs) == 0 || u.Logs[0] != "tick 1" {
 			t.Fatalf("the session's wait after the console read: %+v %v", u, err)
 		}

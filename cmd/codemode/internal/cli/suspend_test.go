@@ -75,13 +75,15 @@ for (const o of big) {
 }
 return done`
 
-// withoutDurations is a Result's JSON with every durationMs zero.
+// withoutDurations is a Result's JSON with every durationMs and startMs
+// zero.
 func withoutDurations(t *testing.T, out string) map[string]any {
 	t.Helper()
 	m := decode(t, out)
 	calls, _ := m["toolCalls"].([]any)
 	for _, c := range calls {
 		c.(map[string]any)["durationMs"] = 0.0
+		c.(map[string]any)["startMs"] = 0.0
 	}
 	return m
 }
