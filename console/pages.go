@@ -252,7 +252,8 @@ func (c *Console) answer(w http.ResponseWriter, r *http.Request) {
 	}
 	reason := strings.TrimSpace(r.PostFormValue("reason"))
 	if len(reason) > 2000 {
-		reason = reason[:2000]
+		// Cut at a character, not inside one.
+		reason = strings.ToValidUTF8(reason[:2000], "")
 	}
 	by := name + " (console, " + hostOf(r.RemoteAddr) + ")"
 	answers := map[int]codemode.Decision{}
