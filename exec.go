@@ -2,6 +2,7 @@ package codemode
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -193,6 +194,11 @@ func (ex *execution) request(deadline time.Time) sandbox.Request {
 		// itself happens in applyBudget.
 		req.MaxOutputBytes = b + 1
 		req.MaxLogBytes = b + 1
+		if ex.rt.opts.RichContent {
+			// Content leaves the value before the budget applies: the
+			// value may hold it in base64, and the JSON around it.
+			req.MaxOutputBytes += base64.StdEncoding.EncodedLen(ex.rt.opts.MaxContentBytes) + 64<<10
+		}
 	}
 	return req
 }
@@ -325,7 +331,16 @@ func (ex *execution) result(sr sandbox.Result) Result {
 	for i, l := range sr.Logs {
 		logs[i] = l.Text
 	}
-	applyBudget(ex.lim.MaxOutputBytes, &res, sr.ValueBytes, logs, sr.LogsDropped)
+	valueBytes := sr.ValueBytes
+	if res.OK && ex.rt.opts.RichContent && len(res.Value) == valueBytes {
+		// The whole value arrived (a cut one is not JSON): take its
+		// content out before the output budget applies to the rest.
+		var omitted int
+		res.Value, res.Content, omitted = takeContent(res.Value, ex.rt.opts.MaxContentBytes)
+		valueBytes = len(res.Value)
+		res.Truncated = res.Truncated || omitted > 0
+	}
+	applyBudget(ex.lim.MaxOutputBytes, &res, valueBytes, logs, sr.LogsDropped)
 	return res
 }
 

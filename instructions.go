@@ -55,6 +55,9 @@ func (rt *Runtime) Instructions() string {
 	if rt.annotated() {
 		w("- %s\n", guide.Annotations)
 	}
+	if rt.opts.RichContent {
+		w("- %s\n", contentRule)
+	}
 	if limits := rt.limitsText(); limits != "" {
 		w("- Limits: %s.\n", limits)
 	}
@@ -86,6 +89,10 @@ func (rt *Runtime) Instructions() string {
 	}
 	return b.String()
 }
+
+// contentRule tells the model how a program shows content
+// (Options.RichContent).
+const contentRule = "To see an image, audio clip or resource a tool returned, return the object the tool gave (`{type: \"image\", mimeType, data}`, alone or inside your value): it reaches you as content, not as base64 text, and your value keeps `{type, mimeType, size, content: n}` in its place."
 
 // usesTypes reports whether any signature names a type.
 func usesTypes(entries []CatalogEntry) bool {

@@ -106,6 +106,21 @@ type Options struct {
 	// values when it ends (Values.Drop; the MCP server does).
 	Values store.Values
 
+	// RichContent lets a program return content: an object in its value
+	// shaped as an MCP content item — {type: "image" or "audio", mimeType,
+	// data (base64)}, or {type: "resource", uri, mimeType?, blob or text},
+	// with nothing else but a size — is moved to Result.Content, and the
+	// value keeps a stand-in {type, mimeType, size, content: n} (n its
+	// place in Content, from 1). Items past MaxContentBytes stay out, their
+	// stand-in saying so (omitted), and Truncated is set. The content does
+	// not count against MaxOutputBytes. Off, such objects are data like
+	// any other.
+	RichContent bool
+
+	// MaxContentBytes bounds the decoded bytes of one Result's Content.
+	// Zero means DefaultMaxContentBytes.
+	MaxContentBytes int
+
 	// CatalogBudget is the estimated tokens (characters / 4) of tool
 	// signatures that Instructions inlines; the tools that do not fit are
 	// found with tools.$codemode.search. Zero means 2,000; a negative value
@@ -304,6 +319,12 @@ func (o *Options) normalize() error {
 	}
 	if o.CatalogBudget == 0 {
 		o.CatalogBudget = DefaultCatalogBudget
+	}
+	switch {
+	case o.MaxContentBytes == 0:
+		o.MaxContentBytes = DefaultMaxContentBytes
+	case o.MaxContentBytes < 0:
+		return bad("MaxContentBytes %d is negative", o.MaxContentBytes)
 	}
 	return nil
 }

@@ -35,6 +35,10 @@ type Result struct {
 	// ToolCalls lists the admitted tool calls in admission order, whether
 	// they succeeded or failed. Never nil.
 	ToolCalls []ToolCall `json:"toolCalls"`
+	// Content holds the images, audio and resources the program returned,
+	// taken out of Value (Options.RichContent); the value names each by
+	// its 1-based place here.
+	Content []ContentItem `json:"content,omitempty"`
 }
 
 // Suspension says why a suspended run has not ended.

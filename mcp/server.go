@@ -941,7 +941,14 @@ func executeInput(raw json.RawMessage) (string, string) {
 // isError set when the run failed. Hosts mark an isError result as a
 // failure to the model, which prompts it to read the diagnostic and fix
 // the program; the text is the same either way.
+//
+// The content a program returned (Result.Content, with
+// Options.RichContent) follows the text as content blocks of their own,
+// in order; the value's stand-ins name them by place, and neither the
+// text nor structuredContent repeats their bytes.
 func toolResult(res codemode.Result) *mcpsdk.CallToolResult {
+	items := res.Content
+	res.Content = nil
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -952,11 +959,32 @@ func toolResult(res codemode.Result) *mcpsdk.CallToolResult {
 		fmt.Fprintf(&buf, `{"ok":false,"error":{"kind":"ExecutionFailure","message":"the result could not be encoded"},"toolCalls":[]}`)
 	}
 	text := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	blocks := []mcpsdk.Content{&mcpsdk.TextContent{Text: string(text)}}
+	for _, it := range items {
+		blocks = append(blocks, contentBlock(it))
+	}
 	return &mcpsdk.CallToolResult{
-		Content:           []mcpsdk.Content{&mcpsdk.TextContent{Text: string(text)}},
+		Content:           blocks,
 		StructuredContent: json.RawMessage(text),
 		IsError:           !res.OK,
 	}
+}
+
+// contentBlock is the MCP form of a content item.
+func contentBlock(it codemode.ContentItem) mcpsdk.Content {
+	switch it.Type {
+	case "image":
+		return &mcpsdk.ImageContent{Data: it.Data, MIMEType: it.MIMEType}
+	case "audio":
+		return &mcpsdk.AudioContent{Data: it.Data, MIMEType: it.MIMEType}
+	}
+	rc := &mcpsdk.ResourceContents{URI: it.URI, MIMEType: it.MIMEType}
+	if it.Data != nil {
+		rc.Blob = it.Data
+	} else {
+		rc.Text = it.Text
+	}
+	return &mcpsdk.EmbeddedResource{Resource: rc}
 }
 
 // progressKey carries a run's progress reporter in the context given to

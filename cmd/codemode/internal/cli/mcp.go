@@ -85,6 +85,7 @@ type mcpFlags struct {
 	httpIdleTimeout duration
 	cells           bool
 	sessionState    bool
+	richContent     bool
 
 	cluster *clusterFlags // codemode serve: the front of a cluster
 }
@@ -109,6 +110,7 @@ func (f *mcpFlags) register(fs *flag.FlagSet) {
 	f.httpIdleTimeout = duration(mcp.DefaultSessionIdleTimeout)
 	fs.Var(&f.httpIdleTimeout, "http-idle-timeout", "close an HTTP session after this long without a request, a `duration` (0 = never)")
 	fs.BoolVar(&f.cells, "cells", false, "let runs outlive their execute call: execute takes yieldMs, and a wait tool collects the rest")
+	fs.BoolVar(&f.richContent, "rich-content", true, "pass images, audio and resources a program returns (objects shaped as MCP content, e.g. from a tool) to the client as content")
 	fs.BoolVar(&f.sessionState, "session-state", false, "give programs tools.$codemode.store, load and keys: JSON values kept in memory per client session, from one run to the next")
 }
 
@@ -212,6 +214,7 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 	tel := startTelemetry(func(format string, args ...any) { logger.Warn(fmt.Sprintf(format, args...)) })
 	defer tel.shutdown() // after the runs: srv.Close below waits for them
 	runtimeOpts := f.runtime.options(nil)
+	runtimeOpts.RichContent = f.richContent
 	if f.sessionState {
 		runtimeOpts.Values = store.NewMemoryValues(0, 0)
 	}
