@@ -242,6 +242,8 @@ type source struct {
 	// declined is the suggestion for a program that did not compile as
 	// written and that the transform declined (too large for it).
 	declined string
+	// repl marks a REPL cell: a script, not a function body.
+	repl bool
 	// transformed marks a resumed program that ran as the transform's
 	// output; prog is nil until recompile makes it again (only a
 	// failure's location needs it).
@@ -263,7 +265,13 @@ func (s *source) recompile() {
 // fallback is the sandbox's Request.Fallback: the language's transform
 // of the program, under the run's context.
 func (s *source) fallback(ctx context.Context) (string, bool) {
-	p, err := language.Transform(ctx, s.code, s.prog != nil)
+	var p *guest.Program
+	var err error
+	if s.repl {
+		p, err = language.TransformScript(ctx, s.code)
+	} else {
+		p, err = language.Transform(ctx, s.code, s.prog != nil)
+	}
 	var declined *guest.Declined
 	switch {
 	case errors.As(err, &declined):
@@ -446,6 +454,8 @@ func (ex *execution) diagnose(f *sandbox.Failure) *Diagnostic {
 			locate()
 			if ex.src.declined != "" {
 				d.Suggestions = []string{ex.src.declined}
+			} else if ex.src.repl && isTopLevelReturn(f.Message) {
+				d.Suggestions = []string{replReturn}
 			} else {
 				// The front end parsed the program; what only the engine
 				// refuses is almost always a regular expression literal,

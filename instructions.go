@@ -12,14 +12,25 @@ import (
 // tools themselves — all of them when they fit Options.CatalogBudget, else
 // as many as fit (namespaces in turn, cheapest first; none for a negative
 // budget) with a note that tools.$codemode.search finds the rest.
-func (rt *Runtime) Instructions() string {
+func (rt *Runtime) Instructions() string { return rt.instructions(false) }
+
+// REPLInstructions is Instructions for a host whose programs are the
+// cells of REPL sessions (ExecuteREPL): it says what a cell is instead of
+// what a program is.
+func (rt *Runtime) REPLInstructions() string { return rt.instructions(true) }
+
+func (rt *Runtime) instructions(repl bool) string {
 	sel := selectCatalog(rt.catalogEntries(), rt.opts.CatalogBudget)
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	guide := language.Guide()
 
 	w("# Code mode\n\n")
-	w("Write a program and run it with the `execute` tool. %s\n\n", guide.Program)
+	if repl {
+		w("Write a program and run it with the `execute` tool. %s\n\n", guide.Cell)
+	} else {
+		w("Write a program and run it with the `execute` tool. %s\n\n", guide.Program)
+	}
 	w("%s\n\n", guide.Confinement)
 	w("%s\n\n", guide.Environment)
 
@@ -30,7 +41,11 @@ func (rt *Runtime) Instructions() string {
 		w("1. The list under \"Available tools\" is partial: search before you guess. %s\n", guide.Search)
 	}
 	w("2. %s\n", guide.Call)
-	w("3. Return only the fields you need; everything returned comes back into your context.\n\n")
+	if repl {
+		w("3. End a cell with only the fields you need; its value comes back into your context, and what you keep in variables stays available without coming back.\n\n")
+	} else {
+		w("3. Return only the fields you need; everything returned comes back into your context.\n\n")
+	}
 
 	w("## Rules\n\n")
 	w("- %s\n", guide.Parallel)

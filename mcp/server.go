@@ -98,6 +98,18 @@ type ServerOptions struct {
 	// means runs do not wait.
 	ConnectingWait time.Duration
 
+	// REPL makes each session's execute calls the cells of one REPL
+	// session (codemode.Runtime.ExecuteREPL): a cell's top-level
+	// declarations stay defined for the session's later calls, and a
+	// cell's value is its last expression's. The session's heap is kept
+	// in this process's memory between calls, at most
+	// Runtime.MaxStateBytes, and dropped when the session ends; a
+	// session's cells run one at a time. The execute description says
+	// so (Runtime.REPLInstructions). Not with Executor or Cells. A call
+	// the policy asks about is put to the user by elicitation while the
+	// request waits.
+	REPL bool
+
 	// CellOptions bound the cells when Cells is set: per session, how many
 	// may wait to be collected, how long one nobody waits for lives, and
 	// how much it prints before wait answers. Zero values are codemode's
@@ -155,6 +167,10 @@ type Server struct {
 	stateKey, ticketKey [32]byte
 	bindings            sync.Map // weak *mcpsdk.ServerSession → its binding
 
+	// repl are the REPL sessions' states, by session name (REPL).
+	replMu sync.Mutex
+	repl   map[string]*replSession
+
 	// slots holds one token per run in flight when MaxRuns caps them; nil
 	// means no cap. A channel rather than a mutex: runs proceed in
 	// parallel up to the cap, and a waiter can give up when its context
@@ -188,6 +204,9 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	}
 	if opts.MaxRuns < 0 {
 		return nil, fmt.Errorf("mcp: MaxRuns %d is negative", opts.MaxRuns)
+	}
+	if opts.REPL && (opts.Executor != nil || opts.Cells) {
+		return nil, errors.New("mcp: REPL sessions keep their heap in this process: they work neither with an Executor nor with Cells")
 	}
 	s := &Server{opts: opts, log: logger, steps: opts.Runs}
 	if s.steps == nil {
@@ -358,6 +377,9 @@ func (s *Server) cancelSession(session string) {
 			_ = s.steps.Delete(ctx, id, rev)
 		}
 	}
+	s.replMu.Lock()
+	delete(s.repl, session)
+	s.replMu.Unlock()
 	if v := s.opts.Runtime.Values; v != nil {
 		if err := v.Drop(ctx, session); err != nil {
 			s.log.Warn("the session's stored values could not be dropped", "error", err)
@@ -463,7 +485,7 @@ func (s *Server) SetTools(tools codemode.Tools, unavailable ...Unavailable) erro
 	if opts.Policy != nil && opts.Approve == nil {
 		opts.Approve = s.elicitApproval
 	}
-	if opts.Policy != nil && opts.StateKey == nil {
+	if (opts.Policy != nil || s.opts.REPL) && opts.StateKey == nil {
 		opts.StateKey = s.stateKey[:]
 	}
 	rt, err := codemode.New(opts)
@@ -471,6 +493,9 @@ func (s *Server) SetTools(tools codemode.Tools, unavailable ...Unavailable) erro
 		return err
 	}
 	desc := ExecuteDescription(rt, unavailable...)
+	if s.opts.REPL {
+		desc = rt.REPLInstructions() + unavailableText(unavailable)
+	}
 	if s.opts.Cells {
 		desc += cellsDescription
 	}
@@ -512,6 +537,9 @@ func (s *Server) SetTools(tools codemode.Tools, unavailable ...Unavailable) erro
 		def := executeToolDef(desc)
 		if s.opts.Cells {
 			def.InputSchema = executeCellInputSchema
+		}
+		if s.opts.REPL {
+			def.InputSchema = executeREPLInputSchema
 		}
 		s.mcp.AddTool(def, s.execute)
 	}
@@ -729,6 +757,8 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 				s.log.Info("execute waits for the user's approval", "calls", len(input.InputRequests), "codeBytes", len(code))
 				return input, nil
 			}
+		} else if s.opts.REPL {
+			res, err = s.replCell(ctx, rt, code)
 		} else if s.opts.Executor != nil && !s.opts.Cells {
 			res, err = s.opts.Executor.Execute(ctx, rt, code, s.elicitApproval)
 			if err != nil && res.Error == nil {

@@ -37,6 +37,11 @@ type Language interface {
 	// return once ctx ends.
 	Transform(ctx context.Context, code string, asWritten bool) (*Program, error)
 
+	// TransformScript is Transform for a program that runs as a script
+	// (a REPL cell) rather than as a function body: nothing is wrapped
+	// around it, so its top-level declarations stay top-level.
+	TransformScript(ctx context.Context, code string) (*Program, error)
+
 	// Signature renders the declaration of a tool a model reads, within
 	// its size bound.
 	Signature(t Tool) Rendered
@@ -171,6 +176,9 @@ type Part struct {
 type Guide struct {
 	// Program says what a program is and how it returns its result.
 	Program string
+	// Cell says the same of a REPL session's cell (a script whose
+	// declarations live on, ending with its value).
+	Cell string
 	// Confinement says what a program can reach and what comes back from
 	// it.
 	Confinement string

@@ -451,6 +451,10 @@ func (in *Instance) Eval(code, filename string, flags int) (Value, error) {
 // Eval flags (quickjs.h).
 const (
 	EvalStrict = 1 << 3
+	// EvalAsync allows await at a script's top level: evaluating it
+	// gives a promise of an object whose value property is the script's
+	// completion value.
+	EvalAsync = 1 << 7
 )
 
 // Compile compiles a global script to engine bytecode without running it.

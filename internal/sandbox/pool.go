@@ -258,6 +258,7 @@ func (s *Sandbox) boot(memory uint64, spec string, frozen bool) (b *booted, err 
 		{"install", &b.ctl.install}, {"settle", &b.ctl.settle}, {"fire", &b.ctl.fire},
 		{"cancelTimers", &b.ctl.cancelTimers}, {"start", &b.ctl.start}, {"finish", &b.ctl.finish},
 		{"describe", &b.ctl.describe}, {"callId", &b.ctl.callID}, {"site", &b.ctl.site},
+		{"retree", &b.ctl.retree},
 	} {
 		if *c.dst, err = in.GetProp(ctl, c.name); err != nil {
 			return nil, err

@@ -419,6 +419,10 @@
   const pending = new MapCtor(); // call id -> { resolve, reject, ns, name }
   const callIds = new WeakMapCtor(); // call promise -> call id
   const namespaces = []; // index -> { name, errorClass, dataKind, tree }
+  // treeEpoch counts the runs a kept heap has served: listings made in
+  // an earlier run are fetched again, since the host's tools may have
+  // changed in between.
+  let treeEpoch = 0;
 
   // hostErrors remembers the errors made here for failed calls, with the
   // kind and member they were made with: only those are reported to the
@@ -544,10 +548,12 @@
       let pathId = 0; // the host's number for this path, asked on first use
       const pid = () => pathId || (pathId = host(OP_PATH, nsIndex, pathJSON));
       let names; // child names, fetched on first enumeration
+      let namesEpoch = -1; // the tree's epoch they were fetched in
       const listing = () => {
-        if (names === undefined) {
+        if (namesEpoch !== treeEpoch) {
           names = JSONParse(host(OP_CHILDREN, pid()));
           freeze(names);
+          namesEpoch = treeEpoch;
         }
         return names;
       };
@@ -783,6 +789,9 @@
       if (t.repeat) host(OP_TIMER, id, t.delay);
       else mapDelete(timers, id);
       apply(t.fn, undefined, t.args);
+    },
+    retree() {
+      treeEpoch++;
     },
     cancelTimers() {
       for (const [id] of mapEntries(timers)) host(OP_CLEAR_TIMER, id);

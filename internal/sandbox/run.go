@@ -35,6 +35,9 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (Result, error) {
 	// cancellation of the caller's context kills it through the AfterFunc
 	// below. So the run executes on the caller's goroutine, with no
 	// goroutine to start or wake.
+	if req.From != nil {
+		return s.runFrom(ctx, req)
+	}
 	r := s.newRun(ctx, req)
 	stop := context.AfterFunc(ctx, func() { r.expire(Abort) })
 	r.work(r.execute)
@@ -138,8 +141,8 @@ type run struct {
 }
 
 type controls struct {
-	obj                                                                        quickjs.Value
-	install, settle, fire, cancelTimers, start, finish, describe, callID, site quickjs.Value
+	obj                                                                                quickjs.Value
+	install, settle, fire, cancelTimers, start, finish, describe, callID, site, retree quickjs.Value
 }
 
 // ctxExpiry classifies the end of r.ctx.
@@ -205,6 +208,9 @@ func TimeoutFailure(timeout time.Duration) *Failure {
 // new run, or a resumed one) and drives it to its end.
 func (r *run) work(start func() *Failure) {
 	f := start()
+	if r.req.Keep {
+		r.keep(f)
+	}
 	r.mu.Lock()
 	if f != nil {
 		r.res.Failure = f
@@ -243,11 +249,16 @@ func (r *run) work(start func() *Failure) {
 }
 
 func (r *run) execute() *Failure {
-	b, p, err := r.s.acquire(r.req.MemoryBytes, bindingSpec(r.req.Bindings), r.req.Suspend)
+	b, p, err := r.s.acquire(r.req.MemoryBytes, bindingSpec(r.req.Bindings), r.req.Suspend || r.req.Keep)
 	r.pool = p
 	if err != nil {
 		return &Failure{Kind: WorkerExit, Message: "the engine could not start: " + err.Error()}
 	}
+	return r.begin(b)
+}
+
+// begin runs the program in b's instance, fresh or a kept heap.
+func (r *run) begin(b *booted) *Failure {
 	r.bind(b)
 	b.in.RestartClock()
 	in := b.in
@@ -318,7 +329,11 @@ func (r *run) load() ([]byte, *Failure) {
 // (a SyntaxError, or the parser running out of stack on deep nesting) is
 // a failure to compile.
 func (r *run) compile(program string) ([]byte, *Failure) {
-	code, err := r.in.Compile(program, programFile, quickjs.EvalStrict, false)
+	flags := quickjs.EvalStrict
+	if r.req.Script {
+		flags |= quickjs.EvalAsync
+	}
+	code, err := r.in.Compile(program, programFile, flags, false)
 	if err == nil {
 		return code, nil
 	}
@@ -556,6 +571,15 @@ func (r *run) settleValue() *Failure {
 	v, err := in.PromiseResult(r.main)
 	if err != nil {
 		return r.engineFailure(err)
+	}
+	if r.req.Script {
+		// An async script's promise holds {value: completion}.
+		inner, err := in.GetProp(v, "value")
+		in.Free(v)
+		if err != nil {
+			return r.engineFailure(err)
+		}
+		v = inner
 	}
 	out, err := r.callValues(r.ctl.finish, v)
 	in.Free(v)

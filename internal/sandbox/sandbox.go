@@ -264,6 +264,25 @@ type Request struct {
 	// known. Zero means no limit.
 	MaxStateBytes int64
 
+	// Script compiles Program (and Fallback's) as a global script that
+	// may await at its top level: its top-level declarations are the
+	// global scope's, so they outlive the run in a kept heap (Keep,
+	// From), and its value is its completion value — the last
+	// expression statement's — since a script has no return.
+	Script bool
+
+	// Keep keeps the heap when the run ends: Result.Kept is the
+	// instance's state (of the same form as a suspended run's), for a
+	// later run's From. A run that timed out, ran out of memory or was
+	// cancelled keeps nothing; one whose program threw keeps what it
+	// had done. MaxStateBytes bounds the kept state.
+	Keep bool
+
+	// From starts the run in a heap an earlier run kept (Result.Kept)
+	// with the same memory limit and bindings, instead of a fresh one.
+	// Errors as for Resume.
+	From *State
+
 	// StateRoom is how many bytes the caller will append to a suspended
 	// run's State (its own header, a MAC). The state is made with that
 	// much spare capacity, and as much again as the sandbox's own header
@@ -347,6 +366,11 @@ type Result struct {
 	LogsDropped int
 	// Failure is nil for a successful run.
 	Failure *Failure
+	// Kept is the heap the run kept (Request.Keep); nil when it kept
+	// none. KeepFailure says why a run that would have kept it did not
+	// (its state was over MaxStateBytes).
+	Kept        *State
+	KeepFailure *Failure
 	// Suspended is set when the run suspended (see Request.Suspend); Value
 	// and Failure are then unset.
 	Suspended *Suspension

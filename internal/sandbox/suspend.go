@@ -241,22 +241,15 @@ func (s *Sandbox) Resume(ctx context.Context, req Request, state State, results 
 	if err := validate(&req); err != nil {
 		return Result{}, err
 	}
-	p, snap, err := decodeState(state)
+	if err := s.begin(); err != nil {
+		return Result{}, err
+	}
+	defer s.runs.Done()
+	p, b, pl, err := s.restore(req, state)
 	if err != nil {
 		return Result{}, err
 	}
-	if req.MemoryBytes == 0 {
-		req.MemoryBytes = DefaultMemoryBytes
-	}
-	if p.Memory != req.MemoryBytes || p.Spec != bindingSpec(req.Bindings) {
-		return Result{}, fmt.Errorf("%w: memory limit %d and bindings %s, the run had %d and %s",
-			ErrStateMismatch, req.MemoryBytes, bindingSpec(req.Bindings), p.Memory, p.Spec)
-	}
-	for _, cp := range p.Paths {
-		if cp.NS >= len(req.Bindings) {
-			return Result{}, ErrStateCorrupt
-		}
-	}
+	in, ctl := b.in, b.ctl
 	held := map[int]parkedCall{}
 	for _, h := range p.Held {
 		held[h.ID] = h
@@ -264,36 +257,11 @@ func (s *Sandbox) Resume(ctx context.Context, req Request, state State, results 
 	seen := map[int]bool{}
 	for _, d := range results {
 		if _, ok := held[d.ID]; !ok || seen[d.ID] {
+			in.Close()
+			pl.released()
 			return Result{}, fmt.Errorf("%w: call %d", ErrNotHeld, d.ID)
 		}
 		seen[d.ID] = true
-	}
-	if err := s.begin(); err != nil {
-		return Result{}, err
-	}
-	defer s.runs.Done()
-	if s.bootEveryRun {
-		return Result{}, errNoImages
-	}
-	pl := s.pool(poolKey{p.Memory, p.Spec})
-	if pl == nil {
-		return Result{}, ErrClosed
-	}
-	if err := pl.capture(s); err != nil {
-		return Result{}, fmt.Errorf("sandbox: the engine could not start: %w", err)
-	}
-	img, ctl := pl.image()
-	if img == nil {
-		return Result{}, ErrClosed
-	}
-	in, err := img.Resume(context.Background(), snap, nil)
-	switch {
-	case errors.Is(err, quickjs.ErrSnapshotImage):
-		return Result{}, ErrStateEngine
-	case errors.Is(err, quickjs.ErrSnapshotCorrupt):
-		return Result{}, ErrStateCorrupt
-	case err != nil:
-		return Result{}, fmt.Errorf("sandbox: the engine could not resume the run: %w", err)
 	}
 
 	r := s.newRun(ctx, req)
@@ -340,6 +308,52 @@ func (s *Sandbox) Resume(ctx context.Context, req Request, state State, results 
 	})
 	stop()
 	return r.result(), nil
+}
+
+// restore makes an instance of a state's snapshot, after checking the
+// state against req: its memory limit and bindings must be the run's.
+// The instance counts as the pool's until the run releases it.
+func (s *Sandbox) restore(req Request, state State) (*parked, *booted, *pool, error) {
+	p, snap, err := decodeState(state)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if req.MemoryBytes == 0 {
+		req.MemoryBytes = DefaultMemoryBytes
+	}
+	if p.Memory != req.MemoryBytes || p.Spec != bindingSpec(req.Bindings) {
+		return nil, nil, nil, fmt.Errorf("%w: memory limit %d and bindings %s, the run had %d and %s",
+			ErrStateMismatch, req.MemoryBytes, bindingSpec(req.Bindings), p.Memory, p.Spec)
+	}
+	for _, cp := range p.Paths {
+		if cp.NS >= len(req.Bindings) {
+			return nil, nil, nil, ErrStateCorrupt
+		}
+	}
+	if s.bootEveryRun {
+		return nil, nil, nil, errNoImages
+	}
+	pl := s.pool(poolKey{p.Memory, p.Spec})
+	if pl == nil {
+		return nil, nil, nil, ErrClosed
+	}
+	if err := pl.capture(s); err != nil {
+		return nil, nil, nil, fmt.Errorf("sandbox: the engine could not start: %w", err)
+	}
+	img, ctl := pl.image()
+	if img == nil {
+		return nil, nil, nil, ErrClosed
+	}
+	in, err := img.Resume(context.Background(), snap, nil)
+	switch {
+	case errors.Is(err, quickjs.ErrSnapshotImage):
+		return nil, nil, nil, ErrStateEngine
+	case errors.Is(err, quickjs.ErrSnapshotCorrupt):
+		return nil, nil, nil, ErrStateCorrupt
+	case err != nil:
+		return nil, nil, nil, fmt.Errorf("sandbox: the engine could not resume the run: %w", err)
+	}
+	return p, &booted{in: in, ctl: ctl}, pl, nil
 }
 
 // callSite locates pending call id in the program, from the stack the

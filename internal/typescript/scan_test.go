@@ -213,7 +213,7 @@ func FuzzCheck(f *testing.F) {
 		if Check(code) != nil || len(code) > MaxTranspileBytes || strings.TrimSpace(code) == "" {
 			return
 		}
-		p, err := transform(code)
+		p, err := transform(code, false)
 		if err != nil {
 			return // a syntax error: esbuild stopped there
 		}

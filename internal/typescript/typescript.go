@@ -24,6 +24,9 @@ type Program struct {
 	// is the program itself, wrapped.
 	Transformed bool
 	sm          *sourceMap
+	// script: the program was compiled as a script (CompileScript), not
+	// wrapped in a function, so no header line precedes it.
+	script bool
 }
 
 // Error is a program that does not compile.
@@ -88,6 +91,18 @@ var transforms = make(chan struct{}, runtime.GOMAXPROCS(0))
 // checks the program first (see Check) and refuses one over
 // MaxTranspileBytes; it returns ctx's error when ctx ends first.
 func Compile(ctx context.Context, code string) (*Program, error) {
+	return compile(ctx, code, false)
+}
+
+// CompileScript is Compile for a program that is a script rather than a
+// function body (a REPL cell): its TypeScript syntax is stripped and
+// nothing is wrapped around it, so top-level declarations stay top-level
+// and line n of Script is line n of the program.
+func CompileScript(ctx context.Context, code string) (*Program, error) {
+	return compile(ctx, code, true)
+}
+
+func compile(ctx context.Context, code string, script bool) (*Program, error) {
 	if strings.TrimSpace(code) == "" {
 		return nil, &Error{Message: emptyMessage}
 	}
@@ -114,7 +129,7 @@ func Compile(ctx context.Context, code string) (*Program, error) {
 			}
 			<-transforms
 		}()
-		p, err := transform(code)
+		p, err := transform(code, script)
 		done <- outcome{p, err}
 	}()
 	select {
@@ -125,8 +140,12 @@ func Compile(ctx context.Context, code string) (*Program, error) {
 	}
 }
 
-func transform(code string) (*Program, error) {
-	res := api.Transform(header+code+footer, api.TransformOptions{
+func transform(code string, script bool) (*Program, error) {
+	input, offset := header+code+footer, 1
+	if script {
+		input, offset = code, 0
+	}
+	res := api.Transform(input, api.TransformOptions{
 		Loader:         api.LoaderTS,
 		Target:         api.ES2022,
 		Sourcemap:      api.SourceMapExternal,
@@ -138,22 +157,24 @@ func transform(code string) (*Program, error) {
 		TsconfigRaw:    `{"compilerOptions":{"useDefineForClassFields":true,"verbatimModuleSyntax":false}}`,
 	})
 	if len(res.Errors) > 0 {
-		return nil, toError(code, res.Errors[0])
+		return nil, toError(code, res.Errors[0], offset)
 	}
 	sm, err := parseSourceMap(res.Map)
 	if err != nil {
 		return nil, fmt.Errorf("typescript: source map: %w", err)
 	}
-	return &Program{Script: string(res.Code), Transformed: true, sm: sm}, nil
+	return &Program{Script: string(res.Code), Transformed: true, sm: sm, script: script}, nil
 }
 
-func toError(code string, m api.Message) *Error {
+// toError describes esbuild's message; offset is the lines before the
+// program in esbuild's input (the header's).
+func toError(code string, m api.Message, offset int) *Error {
 	e := &Error{Message: m.Text}
 	loc := m.Location
 	if loc == nil {
 		return e
 	}
-	line := loc.Line - 1 // the header line
+	line := loc.Line - offset
 	if line < 1 {
 		return e
 	}
@@ -219,6 +240,9 @@ func (p *Program) Position(line, column int) (int, int, bool) {
 		return 0, 0, false
 	}
 	sl, sc, ok := p.sm.lookup(line-1, column-1)
+	if p.script {
+		sl++ // the map's lines count from 0, and no header precedes
+	}
 	if !ok || sl < 1 {
 		return 0, 0, false
 	}

@@ -6,6 +6,7 @@ import "github.com/codemode-go/codemode/internal/guest"
 // names the runtime binds (tools, ToolError, tools.$codemode).
 var guide = guest.Guide{
 	Program:     "A program is the body of an async function in real JavaScript; TypeScript syntax is accepted and its types are ignored. Use `await` at the top level and `return` the result.",
+	Cell:        "Programs are the cells of one session, as in a notebook: a cell is a script in real JavaScript (TypeScript syntax is accepted and its types are ignored) whose top-level `const`, `let`, `function` and `class` declarations stay defined for the cells after it, so keep results in variables and build on them. Use `await` at the top level. There is no `return`: the value of the cell's last expression statement is its result (end with `total;` or `({ a, b });`). Declaring a name an earlier cell declared is a SyntaxError: assign to it, or pick a new name. A cell that fails by throwing keeps what it declared before the throw; one that times out keeps nothing.",
 	Confinement: "The program runs confined: the global `tools` object is its only way to reach anything outside. Its return value (plain data) and its `console.log` lines come back to you; nothing else does.",
 	Environment: "It is not Node.js and not a browser: there is no `import`, `require`, `fetch`, file system, network or `process`. To act on the world, call tools.",
 

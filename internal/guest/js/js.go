@@ -54,6 +54,20 @@ func (Language) Transform(ctx context.Context, code string, asWritten bool) (*gu
 	return program(p), nil
 }
 
+// TransformScript strips TypeScript from a REPL cell, which stays a
+// script (typescript.CompileScript).
+func (Language) TransformScript(ctx context.Context, code string) (*guest.Program, error) {
+	p, err := typescript.CompileScript(ctx, code)
+	if err != nil {
+		var te *typescript.Error
+		if errors.As(err, &te) {
+			return nil, convert(code, te)
+		}
+		return nil, err
+	}
+	return program(p), nil
+}
+
 // Signature renders the tool as a TypeScript declaration with JSDoc.
 func (Language) Signature(t guest.Tool) guest.Rendered {
 	return rendered(tsgen.Render(t.Path, t.Description, t.Tags, t.Input, t.Output, tsgen.Options{Named: t.Named, Parts: t.Parts, MaxSize: t.MaxSize}))

@@ -86,6 +86,8 @@ type mcpFlags struct {
 	cells           bool
 	sessionState    bool
 	richContent     bool
+	repl            bool
+	replMaxState    byteSize
 
 	cluster *clusterFlags // codemode serve: the front of a cluster
 }
@@ -110,6 +112,9 @@ func (f *mcpFlags) register(fs *flag.FlagSet) {
 	f.httpIdleTimeout = duration(mcp.DefaultSessionIdleTimeout)
 	fs.Var(&f.httpIdleTimeout, "http-idle-timeout", "close an HTTP session after this long without a request, a `duration` (0 = never)")
 	fs.BoolVar(&f.cells, "cells", false, "let runs outlive their execute call: execute takes yieldMs, and a wait tool collects the rest")
+	fs.BoolVar(&f.repl, "repl", false, "make each client session a REPL session: top-level declarations of one execute stay defined for the next, and a program's value is its last expression's")
+	f.replMaxState = 8 << 20
+	fs.Var(&f.replMaxState, "repl-max-state", "the largest heap a --repl session keeps between calls, a `size` (a cell that leaves more is not kept)")
 	fs.BoolVar(&f.richContent, "rich-content", true, "pass images, audio and resources a program returns (objects shaped as MCP content, e.g. from a tool) to the client as content")
 	fs.BoolVar(&f.sessionState, "session-state", false, "give programs tools.$codemode.store, load and keys: JSON values kept in memory per client session, from one run to the next")
 }
@@ -193,6 +198,12 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 		fmt.Fprintln(stderr, "codemode mcp: --max-runs must not be negative")
 		return exitUsage
 	}
+	if f.repl && (f.cells || f.cluster != nil) {
+		return usageFailed(stderr, "codemode "+name, "--repl keeps each session's heap in this process: it works neither with --cells nor in codemode serve")
+	}
+	if f.repl && f.replMaxState < 64<<10 {
+		return usageFailed(stderr, "codemode "+name, "--repl-max-state %s is under 64 KiB, less than an empty session takes", humanBytes(int64(f.replMaxState)))
+	}
 	token, loopback, err := f.httpSettings(fs)
 	if err != nil {
 		fmt.Fprintf(stderr, "codemode mcp: %v\n", err)
@@ -215,6 +226,9 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 	defer tel.shutdown() // after the runs: srv.Close below waits for them
 	runtimeOpts := f.runtime.options(nil)
 	runtimeOpts.RichContent = f.richContent
+	if f.repl {
+		runtimeOpts.MaxStateBytes = int64(f.replMaxState)
+	}
 	if f.sessionState {
 		runtimeOpts.Values = store.NewMemoryValues(0, 0)
 	}
@@ -249,6 +263,7 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 		MaxSessions:        noneIfZero(f.httpMaxSessions),
 		SessionIdleTimeout: noneIfZero(time.Duration(f.httpIdleTimeout)),
 		Cells:              f.cells,
+		REPL:               f.repl,
 	})
 	if err == nil {
 		err = srv.SetTools(src.tools(), src.unavailable()...)
