@@ -57,9 +57,19 @@ unavailable, and it is retried in the background. Whenever a server
 arrives, clients are sent tools/list_changed. --require-all waits for
 every server before serving, and makes any failure fatal instead.
 
+When the engine cannot start (a $CODEMODE_ENGINE_WASM that is not the
+pinned build, say), codemode mcp exits with the reason: --fallback none,
+the default. With --fallback direct it logs a warning with the reason
+and serves each tool as an MCP tool of its own instead, named
+server__tool, without code mode: calls go to the servers one at a time
+and their results come back as the servers sent them. Tools --policy
+would deny or ask about are not served, since there is no run to hold
+while someone decides; --openapi operations whose input schema refers
+to shared types are left out, logged.
+
 Exit status: 0 after a normal shutdown (end of input, SIGINT or SIGTERM),
-1 when the listener or the engine cannot start (or a server, under
---require-all),
+1 when the listener or the engine cannot start (without --fallback
+direct; or a server, under --require-all),
 2 for usage errors (bad flags, a bad config file, or an address the
 flags do not allow).
 `
@@ -85,6 +95,7 @@ type mcpFlags struct {
 	httpIdleTimeout duration
 	cells           bool
 	sessionState    bool
+	fallback        string // none or direct: what to serve when the engine cannot start
 
 	cluster *clusterFlags // codemode serve: the front of a cluster
 }
@@ -110,7 +121,16 @@ func (f *mcpFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.httpIdleTimeout, "http-idle-timeout", "close an HTTP session after this long without a request, a `duration` (0 = never)")
 	fs.BoolVar(&f.cells, "cells", false, "let runs outlive their execute call: execute takes yieldMs, and a wait tool collects the rest")
 	fs.BoolVar(&f.sessionState, "session-state", false, "give programs tools.$codemode.store, load and keys: JSON values kept in memory per client session, from one run to the next")
+	if f.cluster == nil {
+		fs.StringVar(&f.fallback, "fallback", fallbackNone, "what to serve when the engine cannot start: `MODE` none (exit with the error) or direct (serve each tool as an MCP tool of its own, without code mode; tools --policy does not plainly allow are left out)")
+	}
 }
+
+// The values of --fallback.
+const (
+	fallbackNone   = "none"
+	fallbackDirect = "direct"
+)
 
 // httpSettings checks the HTTP flags together and returns the bearer
 // token (empty for none) and whether the address is loopback. The message
@@ -191,6 +211,9 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 		fmt.Fprintln(stderr, "codemode mcp: --max-runs must not be negative")
 		return exitUsage
 	}
+	if f.cluster == nil && f.fallback != fallbackNone && f.fallback != fallbackDirect {
+		return usageFailed(stderr, "codemode mcp", "--fallback %q: want none or direct", f.fallback)
+	}
 	token, loopback, err := f.httpSettings(fs)
 	if err != nil {
 		fmt.Fprintf(stderr, "codemode mcp: %v\n", err)
@@ -250,6 +273,9 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 	if err == nil {
 		err = srv.SetTools(src.tools(), src.unavailable()...)
 	}
+	if err != nil && f.fallback == fallbackDirect && engineDown(runtimeOpts) {
+		return serveDirect(ctx, &f, err, src, token, loopback, logger, stdin, stdout, stderr)
+	}
 	if err != nil {
 		src.close()
 		// Bad options are a usage error; a missing engine is not.
@@ -308,7 +334,14 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 	return code
 }
 
-func serveStdio(ctx context.Context, srv *mcp.Server, stdin io.Reader, stdout io.Writer, logger *slog.Logger) int {
+// mcpServer is what serveStdio and serveHTTP serve: an *mcp.Server, or
+// the *mcp.DirectServer of --fallback direct.
+type mcpServer interface {
+	MCP() *mcpsdk.Server
+	HTTPHandler() http.Handler
+}
+
+func serveStdio(ctx context.Context, srv mcpServer, stdin io.Reader, stdout io.Writer, logger *slog.Logger) int {
 	// Closing the reader is what unblocks a pending read at shutdown, so
 	// keep stdin's Close when it has one.
 	rc, ok := stdin.(io.ReadCloser)
@@ -347,7 +380,7 @@ type httpConfig struct {
 	console  http.Handler
 }
 
-func serveHTTP(ctx context.Context, cfg httpConfig, srv *mcp.Server, logger *slog.Logger, stderr io.Writer) int {
+func serveHTTP(ctx context.Context, cfg httpConfig, srv mcpServer, logger *slog.Logger, stderr io.Writer) int {
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "codemode mcp: %v\n", err)
