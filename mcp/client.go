@@ -316,6 +316,19 @@ var errClosed = errors.New("mcp: upstreams closed")
 
 // call performs one tool call for a program.
 func (up *upstream) call(ctx context.Context, tool string, input json.RawMessage) (any, error) {
+	res, err := up.callResult(ctx, tool, input)
+	if err != nil {
+		return nil, err
+	}
+	return up.u.conv.result(res, up.red)
+}
+
+// callResult makes a call and returns the server's result as it sent
+// it, for call to convert or a direct tool to pass on. A JSON-RPC error
+// (the server's answer: an unknown tool, invalid arguments) and a failed
+// session are ToolErrors; the session is dropped so that the next call
+// reconnects.
+func (up *upstream) callResult(ctx context.Context, tool string, input json.RawMessage) (*mcpsdk.CallToolResult, error) {
 	if err := checkArguments(input); err != nil {
 		return nil, err
 	}
@@ -329,8 +342,12 @@ func (up *upstream) call(ctx context.Context, tool string, input json.RawMessage
 	if callCtx.Err() != nil && err != nil {
 		return nil, timeoutOr(ctx, callCtx, err, fmt.Sprintf("the MCP server %q", up.name), up.u.opts.CallTimeout)
 	}
-	if v, err, answered := answer(res, err, up.u.conv, up.red); answered {
-		return v, err
+	if err == nil {
+		return res, nil
+	}
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		return nil, toolError(rpcErr.Message, up.red)
 	}
 	// The transport failed: the process died, or the connection broke.
 	// Drop the session so the next call reconnects.

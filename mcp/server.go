@@ -267,19 +267,27 @@ func (s *Server) Runtime() *codemode.Runtime {
 // bind it to loopback or put it behind one. Each call makes a handler
 // with its own sessions: call it once.
 func (s *Server) HTTPHandler() http.Handler {
-	idle := s.opts.SessionIdleTimeout
+	return sessionsHandler(s.mcp, s.log, s.opts.MaxSessions, s.opts.SessionIdleTimeout, s.cancelSession)
+}
+
+// sessionsHandler serves srv over streamable HTTP with at most
+// maxSessions sessions open at once and idle ones closed after idle (the
+// ServerOptions conventions: zero means the default, negative none).
+// onDelete, when not nil, is told of a session its client ends before
+// the SDK ends it.
+func sessionsHandler(srv *mcpsdk.Server, log *slog.Logger, maxSessions int, idle time.Duration, onDelete func(id string)) http.Handler {
 	switch {
 	case idle == 0:
 		idle = DefaultSessionIdleTimeout
 	case idle < 0:
 		idle = 0 // the SDK's "never"
 	}
-	h := mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return s.mcp }, &mcpsdk.StreamableHTTPOptions{
-		Logger:                       s.log,
+	h := mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return srv }, &mcpsdk.StreamableHTTPOptions{
+		Logger:                       log,
 		SessionTimeout:               idle,
 		PropagateRequestCancellation: true,
 	})
-	limit := s.opts.MaxSessions
+	limit := maxSessions
 	if limit == 0 {
 		limit = DefaultMaxSessions
 	}
@@ -296,8 +304,8 @@ func (s *Server) HTTPHandler() http.Handler {
 		// The SDK ends a deleted session only once its handlers return, and
 		// lets them run on: stop the session's runs first. (Session ids are
 		// unguessable, so a forged DELETE cannot name one.)
-		if id != "" && r.Method == http.MethodDelete {
-			s.cancelSession(id)
+		if id != "" && r.Method == http.MethodDelete && onDelete != nil {
+			onDelete(id)
 		}
 		// Only a POST without a session id opens a session.
 		if sessions == nil || id != "" || r.Method != http.MethodPost {
@@ -307,7 +315,7 @@ func (s *Server) HTTPHandler() http.Handler {
 		select {
 		case sessions <- struct{}{}:
 		default:
-			s.log.Warn("refused a new HTTP session: at the session limit", "maxSessions", limit, "remote", r.RemoteAddr)
+			log.Warn("refused a new HTTP session: at the session limit", "maxSessions", limit, "remote", r.RemoteAddr)
 			http.Error(w, fmt.Sprintf("Service Unavailable: the server already has its limit of %s open; "+
 				"end one (DELETE) or retry once an idle session has expired", plural(limit, "session")), http.StatusServiceUnavailable)
 			return
@@ -315,7 +323,7 @@ func (s *Server) HTTPHandler() http.Handler {
 		h.ServeHTTP(w, r)
 		// The SDK has answered: a session it kept open is listed under the
 		// id it sent back; one whose initialization failed is already gone.
-		if ss := s.session(w.Header().Get("Mcp-Session-Id")); ss != nil {
+		if ss := sessionByID(srv, w.Header().Get("Mcp-Session-Id")); ss != nil {
 			go func() {
 				_ = ss.Wait()
 				<-sessions
@@ -327,11 +335,14 @@ func (s *Server) HTTPHandler() http.Handler {
 }
 
 // session returns the open session with the given id, or nil.
-func (s *Server) session(id string) *mcpsdk.ServerSession {
+func (s *Server) session(id string) *mcpsdk.ServerSession { return sessionByID(s.mcp, id) }
+
+// sessionByID returns the open session of srv with the given id, or nil.
+func sessionByID(srv *mcpsdk.Server, id string) *mcpsdk.ServerSession {
 	if id == "" {
 		return nil
 	}
-	for ss := range s.mcp.Sessions() {
+	for ss := range srv.Sessions() {
 		if ss.ID() == id {
 			return ss
 		}

@@ -67,6 +67,6 @@ func SessionTools(ctx context.Context, cs *mcpsdk.ClientSession, opts SessionOpt
 		}
 		return nil, codemode.ToolErrorCause("the MCP session failed during the call", err)
 	}}
-	tools, _ := ts.namespace(list)
+	tools, _, _ := ts.namespace(list)
 	return tools, nil
 }

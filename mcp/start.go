@@ -103,7 +103,7 @@ func (up *upstream) connectNow(ctx context.Context) error {
 		up.mu.Unlock()
 		return err
 	}
-	cs, tools, sig, err := up.connect(ctx)
+	cs, tools, raw, sig, err := up.connect(ctx)
 	up.mu.Lock()
 	defer up.mu.Unlock()
 	if err != nil {
@@ -113,7 +113,7 @@ func (up *upstream) connectNow(ctx context.Context) error {
 		up.lastErr = err
 		return err
 	}
-	up.sess, up.tools, up.sig = cs, tools, sig
+	up.sess, up.tools, up.raw, up.sig = cs, tools, raw, sig
 	up.arrived, up.lastErr = true, nil
 	return nil
 }

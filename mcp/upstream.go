@@ -29,12 +29,13 @@ type upstream struct {
 	client *mcpsdk.Client
 
 	mu       sync.Mutex
-	sess     *mcpsdk.ClientSession // nil while disconnected
-	dialing  chan struct{}         // closed when the connect in progress ends
-	failures int                   // consecutive failed connects
-	retryAt  time.Time             // no automatic connect before this
-	tools    codemode.Tools        // as last listed
-	sig      string                // fingerprint of the listing behind tools
+	sess     *mcpsdk.ClientSession   // nil while disconnected
+	dialing  chan struct{}           // closed when the connect in progress ends
+	failures int                     // consecutive failed connects
+	retryAt  time.Time               // no automatic connect before this
+	tools    codemode.Tools          // as last listed
+	raw      map[string]*mcpsdk.Tool // the listed tools behind tools, by member name
+	sig      string                  // fingerprint of the listing behind tools
 	closed   bool
 	arrived  bool  // it has connected at least once
 	firstTry bool  // a background Connect's first attempt is under way
@@ -117,7 +118,7 @@ func (up *upstream) session(ctx context.Context) (*mcpsdk.ClientSession, error) 
 // not kill a server that is halfway through starting.
 func (up *upstream) redial(done chan struct{}) {
 	defer close(done)
-	cs, tools, sig, err := up.connect(up.u.ctx)
+	cs, tools, raw, sig, err := up.connect(up.u.ctx)
 	up.mu.Lock()
 	up.dialing = nil
 	if err != nil && up.u.ctx.Err() != nil {
@@ -157,7 +158,7 @@ func (up *upstream) redial(done chan struct{}) {
 	late := !up.arrived
 	up.failures, up.retryAt = 0, time.Time{}
 	up.arrived, up.lastErr = true, nil
-	up.sess, up.tools = cs, tools
+	up.sess, up.tools, up.raw = cs, tools, raw
 	changed := sig != up.sig
 	up.sig = sig
 	up.mu.Unlock()
@@ -173,7 +174,7 @@ func (up *upstream) redial(done chan struct{}) {
 
 // connect opens a session and lists its tools. A failure is explained,
 // not redacted.
-func (up *upstream) connect(parent context.Context) (*mcpsdk.ClientSession, codemode.Tools, string, error) {
+func (up *upstream) connect(parent context.Context) (*mcpsdk.ClientSession, codemode.Tools, map[string]*mcpsdk.Tool, string, error) {
 	ctx, cancel := context.WithTimeout(parent, up.u.opts.ConnectTimeout)
 	defer cancel()
 	// The transport outlives the handshake: an HTTP+SSE stream is bound to
@@ -190,16 +191,16 @@ func (up *upstream) connect(parent context.Context) (*mcpsdk.ClientSession, code
 	cs, transport, proc, err := up.open(ctx, life)
 	if err != nil {
 		endLife()
-		return nil, nil, "", up.startFailure(parent, ctx, proc, "completing the MCP handshake", err)
+		return nil, nil, nil, "", up.startFailure(parent, ctx, proc, "completing the MCP handshake", err)
 	}
 	list, err := listTools(ctx, cs, up.log)
 	if err != nil {
 		up.closeSession(cs)
 		endLife()
-		return nil, nil, "", up.startFailure(parent, ctx, proc, "listing its tools", fmt.Errorf("listing tools: %w", err))
+		return nil, nil, nil, "", up.startFailure(parent, ctx, proc, "listing its tools", fmt.Errorf("listing tools: %w", err))
 	}
 	connected.Store(true)
-	tools, sig := up.toolset().namespace(list)
+	tools, raw, sig := up.toolset().namespace(list)
 	// Watch the session: when the process exits or the stream ends, forget
 	// it so the next call reconnects instead of failing on a dead pipe.
 	if !up.u.goBackground(func() {
@@ -215,7 +216,7 @@ func (up *upstream) connect(parent context.Context) (*mcpsdk.ClientSession, code
 		version = ir.ProtocolVersion
 	}
 	up.log.Info("connected", "transport", transport, "protocol", version, "tools", len(tools), "took", time.Since(start).Round(time.Millisecond))
-	return cs, tools, sig, nil
+	return cs, tools, raw, sig, nil
 }
 
 // lifetime connects a transport with its own context rather than the
@@ -365,9 +366,11 @@ type toolset struct {
 	call func(ctx context.Context, tool string, input json.RawMessage) (any, error)
 }
 
-// namespace builds the codemode tools of a listing, and its fingerprint.
-func (ts toolset) namespace(list []*mcpsdk.Tool) (codemode.Tools, string) {
+// namespace builds the codemode tools of a listing, the listed tools
+// they were made from (by member name), and the listing's fingerprint.
+func (ts toolset) namespace(list []*mcpsdk.Tool) (codemode.Tools, map[string]*mcpsdk.Tool, string) {
 	ns := codemode.Tools{}
+	raw := map[string]*mcpsdk.Tool{}
 	sig, _ := json.Marshal(list)
 	for _, t := range list {
 		if t == nil {
@@ -400,8 +403,9 @@ func (ts toolset) namespace(list []*mcpsdk.Tool) (codemode.Tools, string) {
 			continue
 		}
 		ns[member] = ts.tool(t)
+		raw[member] = t
 	}
-	return ns, string(sig)
+	return ns, raw, string(sig)
 }
 
 // tool adapts one MCP tool. A schema that cannot be used is dropped (and
@@ -539,13 +543,13 @@ func (up *upstream) relist(ctx context.Context, cs *mcpsdk.ClientSession) error 
 	if err != nil {
 		return err
 	}
-	tools, sig := up.toolset().namespace(list)
+	tools, raw, sig := up.toolset().namespace(list)
 	up.mu.Lock()
 	if up.sess != cs || up.closed || sig == up.sig {
 		up.mu.Unlock()
 		return nil
 	}
-	up.tools, up.sig = tools, sig
+	up.tools, up.raw, up.sig = tools, raw, sig
 	up.mu.Unlock()
 	up.log.Info("tool list changed", "tools", len(tools))
 	up.u.signal()

@@ -57,9 +57,19 @@ unavailable, and it is retried in the background. Whenever a server
 arrives, clients are sent tools/list_changed. --require-all waits for
 every server before serving, and makes any failure fatal instead.
 
+When the engine cannot start (a $CODEMODE_ENGINE_WASM that is not the
+pinned build, say), codemode mcp exits with the reason: --fallback none,
+the default. With --fallback direct it logs a warning with the reason
+and serves each tool as an MCP tool of its own instead, named
+server__tool, without code mode: calls go to the servers one at a time
+and their results come back as the servers sent them. Tools --policy
+would deny or ask about are not served, since there is no run to hold
+while someone decides; --openapi operations whose input schema refers
+to shared types are left out, logged.
+
 Exit status: 0 after a normal shutdown (end of input, SIGINT or SIGTERM),
-1 when the listener or the engine cannot start (or a server, under
---require-all),
+1 when the listener or the engine cannot start (without --fallback
+direct; or a server, under --require-all),
 2 for usage errors (bad flags, a bad config file, or an address the
 flags do not allow).
 `
@@ -88,6 +98,7 @@ type mcpFlags struct {
 	richContent     bool
 	repl            bool
 	replMaxState    byteSize
+	fallback        string // none or direct: what to serve when the engine cannot start
 
 	cluster *clusterFlags // codemode serve: the front of a cluster
 }
@@ -117,7 +128,16 @@ func (f *mcpFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.replMaxState, "repl-max-state", "the largest heap a --repl session keeps between calls, a `size` (a cell that leaves more is not kept)")
 	fs.BoolVar(&f.richContent, "rich-content", true, "pass images, audio and resources a program returns (objects shaped as MCP content, e.g. from a tool) to the client as content")
 	fs.BoolVar(&f.sessionState, "session-state", false, "give programs tools.$codemode.store, load and keys: JSON values kept in memory per client session, from one run to the next")
+	if f.cluster == nil {
+		fs.StringVar(&f.fallback, "fallback", fallbackNone, "what to serve when the engine cannot start: `MODE` none (exit with the error) or direct (serve each tool as an MCP tool of its own, without code mode; tools --policy does not plainly allow are left out)")
+	}
 }
+
+// The values of --fallback.
+const (
+	fallbackNone   = "none"
+	fallbackDirect = "direct"
+)
 
 // httpSettings checks the HTTP flags together and returns the bearer
 // token (empty for none) and whether the address is loopback. The message
@@ -204,6 +224,9 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 	if f.repl && f.replMaxState < 64<<10 {
 		return usageFailed(stderr, "codemode "+name, "--repl-max-state %s is under 64 KiB, less than an empty session takes", humanBytes(int64(f.replMaxState)))
 	}
+	if f.cluster == nil && f.fallback != fallbackNone && f.fallback != fallbackDirect {
+		return usageFailed(stderr, "codemode mcp", "--fallback %q: want none or direct", f.fallback)
+	}
 	token, loopback, err := f.httpSettings(fs)
 	if err != nil {
 		fmt.Fprintf(stderr, "codemode mcp: %v\n", err)
@@ -268,6 +291,9 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 	if err == nil {
 		err = srv.SetTools(src.tools(), src.unavailable()...)
 	}
+	if err != nil && f.fallback == fallbackDirect && engineDown(runtimeOpts) {
+		return serveDirect(ctx, &f, err, src, token, loopback, logger, stdin, stdout, stderr)
+	}
 	if err != nil {
 		src.close()
 		// Bad options are a usage error; a missing engine is not.
@@ -326,7 +352,14 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 	return code
 }
 
-func serveStdio(ctx context.Context, srv *mcp.Server, stdin io.Reader, stdout io.Writer, logger *slog.Logger) int {
+// mcpServer is what serveStdio and serveHTTP serve: an *mcp.Server, or
+// the *mcp.DirectServer of --fallback direct.
+type mcpServer interface {
+	MCP() *mcpsdk.Server
+	HTTPHandler() http.Handler
+}
+
+func serveStdio(ctx context.Context, srv mcpServer, stdin io.Reader, stdout io.Writer, logger *slog.Logger) int {
 	// Closing the reader is what unblocks a pending read at shutdown, so
 	// keep stdin's Close when it has one.
 	rc, ok := stdin.(io.ReadCloser)
@@ -365,7 +398,7 @@ type httpConfig struct {
 	console  http.Handler
 }
 
-func serveHTTP(ctx context.Context, cfg httpConfig, srv *mcp.Server, logger *slog.Logger, stderr io.Writer) int {
+func serveHTTP(ctx context.Context, cfg httpConfig, srv mcpServer, logger *slog.Logger, stderr io.Writer) int {
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "codemode mcp: %v\n", err)
