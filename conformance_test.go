@@ -70,9 +70,20 @@ type confExpect struct {
 	ResultNotContain []string        `json:"result_not_contains"`
 }
 
+// loadConformance reads the shared cases and the project's own
+// (project.jsonl: the diagnostics this project adds, in the same format).
 func loadConformance(t testing.TB) []confCase {
 	t.Helper()
-	f, err := os.Open("testdata/conformance/cases.jsonl")
+	var cases []confCase
+	for _, name := range []string{"cases.jsonl", "project.jsonl"} {
+		cases = append(cases, loadCases(t, "testdata/conformance/"+name)...)
+	}
+	return cases
+}
+
+func loadCases(t testing.TB, path string) []confCase {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
