@@ -233,7 +233,14 @@ func (s *Server) elicitApproval(ctx context.Context, c codemode.Call, question s
 		return codemode.Decision{Verdict: codemode.Deny,
 			Reason: "it needs the user's approval, and this MCP client cannot ask the user (it does not support elicitation)"}
 	}
-	res, err := ss.Elicit(ctx, approvalRequest(question, c))
+	var res *mcpsdk.ElicitResult
+	var err error
+	if lr, ok := ctx.Value(liveKey{}).(*liveRun); ok && supportsRoundTrips(ss) {
+		// A live run (a REPL cell, say) asks through input requests.
+		res = lr.ask(ctx, approvalRequest(question, c))
+	} else {
+		res, err = ss.Elicit(ctx, approvalRequest(question, c))
+	}
 	switch {
 	case err != nil:
 		s.log.Warn("asking the user to approve a call failed", "tool", c.Name, "error", err)
@@ -293,6 +300,9 @@ type ticket struct {
 	// Calls are the indices of the calls asked about, for a run an
 	// executor parked: an answer the client leaves out is a no.
 	Calls []int `json:"calls,omitempty"`
+	// Live names a run going on in this process whose question the call
+	// answers (live.go).
+	Live string `json:"live,omitempty"`
 }
 
 const ticketMagic = "CMTICKT1"

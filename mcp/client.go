@@ -74,6 +74,18 @@ type ClientOptions struct {
 	// HTTPClient serves URL servers. Nil means a client without an overall
 	// timeout, since an MCP stream stays open.
 	HTTPClient *http.Client
+
+	// Elicit, when set, answers a server's elicitation/create: a tool that
+	// asks its user something while a program calls it. ctx is that of
+	// the program's call in flight on that server (so it carries the
+	// run's values, the session among them); server is the config's name
+	// for it. A request that arrives while no call is in flight there, or
+	// while calls of more than one session are, is declined, and logged:
+	// nobody can tell whose user it is for. Nil means the servers are told
+	// this client cannot ask anyone (no elicitation capability).
+	// Server.AnswerElicitation puts the question to the MCP client whose
+	// program made the call.
+	Elicit func(ctx context.Context, server string, params *mcpsdk.ElicitParams) (*mcpsdk.ElicitResult, error)
 }
 
 // Defaults for zero ClientOptions fields.
@@ -334,6 +346,7 @@ func (up *upstream) callResult(ctx context.Context, tool string, input json.RawM
 	}
 	callCtx, cancel := withCallTimeout(ctx, up.u.opts.CallTimeout)
 	defer cancel()
+	defer up.track(callCtx)()
 	cs, err := up.session(callCtx)
 	if err != nil {
 		return nil, timeoutOr(ctx, callCtx, err, fmt.Sprintf("the MCP server %q", up.name), up.u.opts.CallTimeout)

@@ -167,6 +167,11 @@ type Server struct {
 	stateKey, ticketKey [32]byte
 	bindings            sync.Map // weak *mcpsdk.ServerSession → its binding
 
+	// live are the runs waiting for their client to answer a question
+	// (live.go), by id.
+	liveMu sync.Mutex
+	live   map[string]*liveRun
+
 	// repl are the REPL sessions' states, by session name (REPL).
 	replMu sync.Mutex
 	repl   map[string]*replSession
@@ -755,6 +760,19 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 	var err error
 	// A run can race SetTools retiring the runtime it picked; the retired
 	// one refuses new runs, so pick again.
+	if t, ok := s.liveTicket(req); ok {
+		// The answer to a question a run in flight asked.
+		res, input, err := s.continueLive(ctx, req, t)
+		switch {
+		case errors.Is(err, errApprovalUsed):
+			return toolResult(codemode.Result{Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure,
+				Message: "this answer is for a question that was answered already, or whose run has ended"}, ToolCalls: []codemode.ToolCall{}}), nil
+		case input != nil:
+			return input, nil
+		}
+		s.explainUnknown(&res)
+		return toolResult(res), nil
+	}
 	for range 3 {
 		rt := s.Runtime()
 		if pe, ok := s.opts.Executor.(ParkingExecutor); ok && !s.opts.Cells && req.Session != nil && supportsRoundTrips(req.Session) {
@@ -768,15 +786,13 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 				s.log.Info("execute waits for the user's approval", "calls", len(input.InputRequests), "codeBytes", len(code))
 				return input, nil
 			}
-		} else if s.opts.REPL {
-			res, err = s.replCell(ctx, rt, code)
 		} else if s.opts.Executor != nil && !s.opts.Cells {
 			res, err = s.opts.Executor.Execute(ctx, rt, code, s.elicitApproval)
 			if err != nil && res.Error == nil {
 				res = codemode.Result{Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: "the program's result is not known: " + err.Error(),
 					Cause: codemode.CauseOf(err)}, ToolCalls: []codemode.ToolCall{}}
 			}
-		} else if s.opts.Executor == nil && s.opts.Runtime.Policy != nil && req.Session != nil && supportsRoundTrips(req.Session) && supportsElicitation(req.Session) {
+		} else if s.opts.Executor == nil && !s.opts.REPL && s.opts.Runtime.Policy != nil && req.Session != nil && supportsRoundTrips(req.Session) && supportsElicitation(req.Session) {
 			var input *mcpsdk.CallToolResult
 			res, input, err = s.roundTrip(ctx, rt, req, code)
 			if errors.Is(err, errApprovalState) || errors.Is(err, errApprovalUsed) {
@@ -787,6 +803,22 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 				s.log.Info("execute waits for the user's approval", "calls", len(input.InputRequests), "codeBytes", len(code))
 				return input, nil
 			}
+		} else if s.opts.Executor == nil && !s.opts.Cells && req.Session != nil && supportsRoundTrips(req.Session) {
+			// Questions an upstream server asks during the run reach the
+			// client as input requests (live.go).
+			var input *mcpsdk.CallToolResult
+			res, input, err = s.liveRoundTrip(ctx, req, &release, func(ctx context.Context) (codemode.Result, error) {
+				if s.opts.REPL {
+					return s.replCell(ctx, rt, code)
+				}
+				return rt.Execute(ctx, code)
+			})
+			if input != nil {
+				s.log.Info("execute waits for the user's answer to an upstream server's question", "codeBytes", len(code))
+				return input, nil
+			}
+		} else if s.opts.REPL {
+			res, err = s.replCell(ctx, rt, code)
 		} else if s.opts.Cells {
 			var running *mcpsdk.CallToolResult
 			res, running, err = s.startCell(ctx, rt, req.Params.Arguments, code, &release)

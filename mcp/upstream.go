@@ -42,6 +42,10 @@ type upstream struct {
 	lastErr  error // why the last connect failed (redacted), until it arrives
 
 	refreshing, refreshAgain bool
+
+	// calls are the contexts of the calls in flight, for elicitations
+	// (ClientOptions.Elicit) to find whose they are.
+	calls map[*context.Context]struct{}
 }
 
 func newUpstream(u *Upstreams, name string, sc UpstreamConfig) *upstream {
@@ -50,17 +54,66 @@ func newUpstream(u *Upstreams, name string, sc UpstreamConfig) *upstream {
 	// the stdio server's stderr and ours, which carry upstream errors.
 	log := slog.New(redact.Handler(u.log.Handler(), red)).With("server", name)
 	up := &upstream{u: u, name: name, cfg: sc, red: red, log: log, tools: codemode.Tools{}}
-	up.client = mcpsdk.NewClient(&mcpsdk.Implementation{Name: u.opts.Name, Version: u.opts.Version}, &mcpsdk.ClientOptions{
+	copts := &mcpsdk.ClientOptions{
 		Logger: up.log,
-		// No roots, sampling or elicitation: a program has none to offer,
-		// and advertising roots makes some servers (filesystem) replace
-		// their configured directories with the client's empty list.
+		// No roots or sampling: a program has none to offer, and
+		// advertising roots makes some servers (filesystem) replace their
+		// configured directories with the client's empty list. Elicitation
+		// only when the host can put the question to a person.
 		Capabilities: &mcpsdk.ClientCapabilities{},
 		ToolListChangedHandler: func(_ context.Context, req *mcpsdk.ToolListChangedRequest) {
 			up.listChanged(req.Session)
 		},
-	})
+	}
+	if u.opts.Elicit != nil {
+		copts.ElicitationHandler = up.elicit
+	}
+	up.client = mcpsdk.NewClient(&mcpsdk.Implementation{Name: u.opts.Name, Version: u.opts.Version}, copts)
 	return up
+}
+
+// track records a call in flight until the returned func is called.
+func (up *upstream) track(ctx context.Context) func() {
+	key := &ctx
+	up.mu.Lock()
+	if up.calls == nil {
+		up.calls = map[*context.Context]struct{}{}
+	}
+	up.calls[key] = struct{}{}
+	up.mu.Unlock()
+	return func() {
+		up.mu.Lock()
+		delete(up.calls, key)
+		up.mu.Unlock()
+	}
+}
+
+// elicit answers the server's elicitation/create through
+// ClientOptions.Elicit, under the context of the program's call it
+// belongs to. The protocol does not say which call that is; the calls in
+// flight on this server do, when they are all one session's.
+func (up *upstream) elicit(_ context.Context, req *mcpsdk.ElicitRequest) (*mcpsdk.ElicitResult, error) {
+	up.mu.Lock()
+	var ctx context.Context
+	sessions := map[string]bool{}
+	for c := range up.calls {
+		if (*c).Err() != nil {
+			continue
+		}
+		name, _ := codemode.SessionFrom(*c)
+		sessions[name] = true
+		ctx = *c
+	}
+	up.mu.Unlock()
+	switch {
+	case ctx == nil:
+		up.log.Warn("the server asked its user something while no program was calling it; declined", "message", req.Params.Message)
+		return &mcpsdk.ElicitResult{Action: "decline"}, nil
+	case len(sessions) > 1:
+		up.log.Warn("the server asked its user something while programs of several sessions were calling it, so whose user is not known; declined", "message", req.Params.Message)
+		return &mcpsdk.ElicitResult{Action: "decline"}, nil
+	}
+	return up.u.opts.Elicit(ctx, up.name, req.Params)
 }
 
 // snapshot copies the namespace, so callers cannot change ours.

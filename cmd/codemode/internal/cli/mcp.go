@@ -237,6 +237,10 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 
 	// The servers connect in the background: the client gets its
 	// initialize answer now, and each server's tools when it arrives.
+	// The servers' questions reach this server's clients. Not in a
+	// cluster's front: the runs, and so the calls, are the workers', whose
+	// servers must see the same client (the tool lists depend on it).
+	f.sources.askUsers = f.cluster == nil
 	src, err := f.sources.open(ctx, logger, true)
 	if err != nil {
 		fmt.Fprintf(stderr, "codemode mcp: %v\n", err)
@@ -289,6 +293,7 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 		REPL:               f.repl,
 	})
 	if err == nil {
+		src.asker.Store(srv)
 		err = srv.SetTools(src.tools(), src.unavailable()...)
 	}
 	if err != nil && f.fallback == fallbackDirect && engineDown(runtimeOpts) {

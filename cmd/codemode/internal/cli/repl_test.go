@@ -85,3 +85,31 @@ func toJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// TestMCPREPLAsks: a REPL cell's call the policy asks about reaches the
+// user of a client with multi round-trip requests (the run goes on in
+// the server while the client asks), and the cell's declarations are
+// kept after the approved call.
+func TestMCPREPLAsks(t *testing.T) {
+	url, stderr := startHTTPAt(t, "127.0.0.1:0", "--repl", "--demo-tools", "--policy", "readonly=allow,default=ask")
+	var asked []string
+	copts := &mcpsdk.ClientOptions{ElicitationHandler: func(_ context.Context, req *mcpsdk.ElicitRequest) (*mcpsdk.ElicitResult, error) {
+		asked = append(asked, req.Params.Message)
+		return &mcpsdk.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
+	}}
+	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, copts).
+		Connect(context.Background(), &mcpsdk.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	isErr, v := callExecute(t, cs, `const { orders } = await tools.shop.listOrders({ status: "open" });
+const refund = await tools.shop.refundOrder({ orderId: orders[0].id, reason: "damaged" });
+typeof refund`)
+	if isErr || v["value"] != "object" || len(asked) != 1 || !strings.Contains(asked[0], "refundOrder") {
+		t.Fatalf("result %v, asked %q\n%s", v, asked, stderr)
+	}
+	if isErr, v := callExecute(t, cs, "refund.orderId === orders[0].id"); isErr || v["value"] != true {
+		t.Errorf("the next cell: %v", v)
+	}
+}

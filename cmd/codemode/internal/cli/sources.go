@@ -15,12 +15,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/codemode-go/codemode"
 	"github.com/codemode-go/codemode/cmd/codemode/internal/demo"
 	"github.com/codemode-go/codemode/mcp"
 	"github.com/codemode-go/codemode/openapi"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // sourceFlags are the flags that give a command its tools, the same for
@@ -34,6 +36,9 @@ type sourceFlags struct {
 	connectTimeout duration
 	callTimeout    duration
 	logLevel       string
+	// askUsers: the --config servers may ask the users of this server's
+	// clients (elicitation); set by codemode mcp.
+	askUsers bool
 
 	demoTools bool
 	openapis  multiFlag // PATH[=namespace]
@@ -109,6 +114,9 @@ type toolSource struct {
 	fixed  codemode.Tools
 	up     *mcp.Upstreams // nil without --config
 	closed sync.Once
+	// asker puts the servers' questions (elicitations) to the user of the
+	// MCP client whose program made the call, once the server exists.
+	asker atomic.Pointer[mcp.Server]
 }
 
 // open loads every source, connecting the --config servers: all of them
@@ -143,7 +151,19 @@ func (s *sourceFlags) open(ctx context.Context, logger *slog.Logger, background 
 	if len(cfg.Servers) == 0 {
 		return src, nil
 	}
+	var elicit func(context.Context, string, *mcpsdk.ElicitParams) (*mcpsdk.ElicitResult, error)
+	if background && s.askUsers {
+		// A server whose runs are its own: its clients' users can be
+		// asked.
+		elicit = func(ctx context.Context, server string, p *mcpsdk.ElicitParams) (*mcpsdk.ElicitResult, error) {
+			if srv := src.asker.Load(); srv != nil {
+				return srv.AnswerElicitation(ctx, server, p)
+			}
+			return &mcpsdk.ElicitResult{Action: "decline"}, nil
+		}
+	}
 	src.up, err = mcp.Connect(ctx, cfg, mcp.ClientOptions{
+		Elicit:         elicit,
 		Version:        version(),
 		Logger:         logger,
 		ConnectTimeout: time.Duration(s.connectTimeout),
