@@ -348,25 +348,33 @@ func (ex *execution) result(sr sandbox.Result) Result {
 		valueBytes = len(res.Value)
 		res.Truncated = res.Truncated || omitted > 0
 	}
-	applyBudget(ex.lim.MaxOutputBytes, &res, valueBytes, logs, sr.LogsDropped)
+	applyBudget(ex.lim.MaxOutputBytes, &res, valueBytes, logs, sr.LogsDropped, "")
 	return res
 }
 
 // applyBudget enforces MaxOutputBytes: the value first, then log lines
-// from the start while they fit, then one marker line.
-func applyBudget(max int, res *Result, valueBytes int, logs []string, dropped int) {
+// from the start while they fit, then one marker line. by names the limit
+// in the markers: "" for the output limit, else what set the budget (the
+// model reads the markers, and raises what they name).
+func applyBudget(max int, res *Result, valueBytes int, logs []string, dropped int, by string) {
 	budget, limited := outputBudget(max)
+	over := func(n int) string { return fmt.Sprintf("over the %d-byte output limit", n) }
+	cutBy := "the output limit"
+	if by != "" {
+		over = func(n int) string { return fmt.Sprintf("over the %d bytes %s allows", n, by) }
+		cutBy = by
+	}
 	if d := res.Error; d != nil && limited && len(d.Message) > budget {
 		// A failure has no value; its message, which may hold anything the
 		// program threw (or a tool path it made up), is held to the
 		// budget a value would have. The logs keep their own share, as the
 		// contract says a failure's message is not cut to make room for
 		// them.
-		d.Message = cutUTF8(d.Message, budget) + fmt.Sprintf("… [truncated: the message is %d bytes, over the %d-byte output limit]", len(d.Message), budget)
+		d.Message = cutUTF8(d.Message, budget) + fmt.Sprintf("… [truncated: the message is %d bytes, %s]", len(d.Message), over(budget))
 		res.Truncated = true
 	}
 	if res.OK && limited && valueBytes > budget {
-		s := cutUTF8(string(res.Value), budget) + fmt.Sprintf("… [truncated: the result is %d bytes of JSON, over the %d-byte output limit; return less]", valueBytes, budget)
+		s := cutUTF8(string(res.Value), budget) + fmt.Sprintf("… [truncated: the result is %d bytes of JSON, %s; return less]", valueBytes, over(budget))
 		res.Value, _ = json.Marshal(s)
 		res.Truncated = true
 		budget = 0
@@ -386,7 +394,7 @@ func applyBudget(max int, res *Result, valueBytes int, logs []string, dropped in
 	}
 	cutLines := len(logs) - len(kept) + dropped
 	if cutLines > 0 {
-		kept = append(kept, fmt.Sprintf("[%d more log lines cut by the output limit]", cutLines))
+		kept = append(kept, fmt.Sprintf("[%d more log lines cut by %s]", cutLines, cutBy))
 		res.Truncated = true
 	}
 	if len(kept) > 0 {

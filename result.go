@@ -41,6 +41,29 @@ type Result struct {
 	Content []ContentItem `json:"content,omitempty"`
 }
 
+// Fit returns a copy of r cut to maxBytes as Options.MaxOutputBytes would
+// cut it: a value whose JSON is over the budget becomes a string that
+// says so (a failure's message is cut the same way), then log lines are
+// kept from the start while they fit in what is left, and one marker line
+// counts the rest; Truncated reports a cut. maxBytes reads as
+// MaxOutputBytes does (zero: no limit). by names the budget in the
+// markers the model reads ("maxTokens"); "" names the output limit. A
+// host that hands a run's Result over in parts (a cell's wait) holds it
+// to the budget its caller asked for.
+func (r Result) Fit(maxBytes int, by string) Result {
+	if r.Error != nil {
+		d := *r.Error
+		r.Error = &d
+	}
+	logs := r.Logs
+	r.Logs = nil
+	applyBudget(maxBytes, &r, len(r.Value), logs, 0, by)
+	if r.Logs == nil {
+		r.Logs = logs
+	}
+	return r
+}
+
 // Suspension says why a suspended run has not ended.
 type Suspension struct {
 	// Reason says what the run waits for, in a sentence: "waiting for 1

@@ -158,6 +158,8 @@ type Server struct {
 	// cellTab keeps the cells of every runtime the server has had, so
 	// that a cell outlives a tool-tree change (nil without Cells).
 	cellTab cellKeeper
+	// held are the lines of running cells a wait's maxTokens held back.
+	held heldLines
 	// watched are the sessions whose end is awaited, to free what they
 	// hold (watch).
 	watched sync.Map
@@ -386,6 +388,7 @@ func (s *Server) cancelSession(session string) {
 	for id := range cells {
 		_ = s.cellTab.cancel(ctx, id)
 	}
+	s.held.dropSession(session)
 	// Its approvals can no longer be answered: the request states are
 	// bound to it.
 	for id := range parked {
@@ -714,6 +717,12 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 			Error:     &codemode.Diagnostic{Kind: codemode.ParseError, Message: problem},
 			ToolCalls: []codemode.ToolCall{},
 		}), nil
+	}
+	if s.opts.Cells {
+		if _, problem := maxTokensArg(req.Params.Arguments); problem != "" {
+			return toolResult(codemode.Result{Error: &codemode.Diagnostic{Kind: codemode.ParseError, Message: problem},
+				ToolCalls: []codemode.ToolCall{}}), nil
+		}
 	}
 	if req.Session != nil {
 		ctx = context.WithValue(ctx, sessionCtxKey{}, req.Session)
