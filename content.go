@@ -22,6 +22,10 @@ import (
 // Result carries when Options.MaxContentBytes is zero.
 const DefaultMaxContentBytes = 1 << 20
 
+// MaxContentItems bounds the content items of one Result, whatever their
+// size: a client shows each as a block of its own.
+const MaxContentItems = 100
+
 // ContentItem is an image, an audio clip or an embedded resource a
 // program returned (see Options.RichContent).
 type ContentItem struct {
@@ -70,10 +74,14 @@ func takeContent(value []byte, max int) (out []byte, items []ContentItem, omitte
 		if item.URI != "" {
 			stub["uri"] = item.URI
 		}
-		if used+size > max {
+		switch {
+		case used+size > max:
 			stub["omitted"] = fmt.Sprintf("over the %d-byte limit on the content a result carries", max)
 			omitted++
-		} else {
+		case len(items) == MaxContentItems:
+			stub["omitted"] = fmt.Sprintf("over the limit of %d content items a result carries", MaxContentItems)
+			omitted++
+		default:
 			used += size
 			items = append(items, item)
 			stub["content"] = len(items)
@@ -137,7 +145,7 @@ func contentOf(f map[string][]byte) (ContentItem, int, bool) {
 	switch typ {
 	case "image", "audio":
 		data, ok := bin("data")
-		if !ok || item.MIMEType == "" {
+		if !ok || len(data) == 0 || item.MIMEType == "" {
 			return ContentItem{}, 0, false
 		}
 		item.Data = data

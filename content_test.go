@@ -44,6 +44,15 @@ func TestTakeContent(t *testing.T) {
 			}
 		})
 	}
+	// Empty data is not an image; items past MaxContentItems stay out.
+	if out, items, _ := takeContent([]byte(`{"type":"image","mimeType":"image/png","data":""}`), 1<<20); len(items) != 0 || !strings.Contains(string(out), `"data":""`) {
+		t.Errorf("an empty image: %s, %d items", out, len(items))
+	}
+	one := `{"type":"image","mimeType":"image/png","data":"` + png + `"}`
+	many := "[" + strings.Repeat(one+",", MaxContentItems) + one + "]"
+	if _, items, omitted := takeContent([]byte(many), 1<<20); len(items) != MaxContentItems || omitted != 1 {
+		t.Errorf("%d items: %d taken, %d omitted", MaxContentItems+1, len(items), omitted)
+	}
 	// The budget: items are taken in order while they fit.
 	big := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 600))
 	in := `[{"type":"image","mimeType":"image/png","data":"` + big + `"},{"type":"image","mimeType":"image/png","data":"` + big + `"},{"type":"image","mimeType":"image/png","data":"` + png + `"}]`
