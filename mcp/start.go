@@ -87,6 +87,15 @@ func (up *upstream) startFailed(err error) {
 		up.log.Error("the server cannot start; serving the others", "error", err)
 		return
 	}
+	var login *LoginRequiredError
+	if errors.As(err, &login) {
+		// It is tried again now and then, and at once on a call after
+		// the login, which needs no restart.
+		up.log.Error("the server needs an OAuth authorization; serving the others: run "+login.Command,
+			"reason", login.Reason, "command", login.Command)
+		up.u.goBackground(up.retryStart)
+		return
+	}
 	up.log.Error("the server did not start; serving the others and retrying it in the background",
 		"error", err, "next_attempt_in", retryDelay(1, maxStartBackoff))
 	up.u.goBackground(up.retryStart)
@@ -97,7 +106,7 @@ func (up *upstream) startFailed(err error) {
 // call wait for it. The error is redacted.
 func (up *upstream) connectNow(ctx context.Context) error {
 	if up.cfg.problem != nil {
-		err := up.red.Error(&startError{summary: up.cfg.problem.Error()})
+		err := up.red().Error(&startError{summary: up.cfg.problem.Error()})
 		up.mu.Lock()
 		up.lastErr = err
 		up.mu.Unlock()
@@ -107,7 +116,7 @@ func (up *upstream) connectNow(ctx context.Context) error {
 	up.mu.Lock()
 	defer up.mu.Unlock()
 	if err != nil {
-		err = up.red.Error(err)
+		err = up.red().Error(err)
 		up.failures++
 		up.retryAt = time.Now().Add(retryDelay(up.failures, maxStartBackoff))
 		up.lastErr = err
@@ -170,7 +179,7 @@ type startError struct {
 func (e *startError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.summary)
-	if e.err != nil {
+	if e.err != nil && e.err.Error() != e.summary {
 		b.WriteString(": " + e.err.Error())
 	}
 	if e.hint != "" {
@@ -195,9 +204,12 @@ func (up *upstream) startFailure(parent, ctx context.Context, p *process, doing 
 		e.stderr = p.stderr.last()
 	}
 	var rpcErr *jsonrpc.Error
+	var login *LoginRequiredError
 	switch {
 	case parent.Err() != nil:
 		return err // the caller gave up; nothing to explain
+	case errors.As(err, &login):
+		e.summary, e.err = login.Error(), login
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		e.summary = fmt.Sprintf("it did not answer within %s", up.u.opts.ConnectTimeout)
 		e.err = nil
@@ -230,7 +242,7 @@ func (up *upstream) brief(err error) string {
 	if errors.As(err, &se) {
 		s = se.summary
 	}
-	s, _, _ = strings.Cut(up.red.String(s), "\n")
+	s, _, _ = strings.Cut(up.red().String(s), "\n")
 	if len([]rune(s)) > 200 {
 		s = string([]rune(s)[:200]) + "…"
 	}
