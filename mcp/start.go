@@ -147,6 +147,14 @@ func retryDelay(failures int, ceiling time.Duration) time.Duration {
 // failed, until it connects or the Upstreams close. Attempts go through
 // session, so one a call starts meanwhile is shared, not doubled.
 func (up *upstream) retryStart() {
+	// A server waiting for an OAuth login is tried as soon as the login
+	// has stored its token, not minutes later.
+	var poll <-chan time.Time
+	if up.oauth != nil {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		poll = tick.C
+	}
 	for {
 		up.mu.Lock()
 		if up.closed || up.sess != nil {
@@ -156,11 +164,20 @@ func (up *upstream) retryStart() {
 		wait := time.Until(up.retryAt)
 		up.mu.Unlock()
 		t := time.NewTimer(max(wait, 0))
-		select {
-		case <-up.u.ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
+	wait:
+		for {
+			select {
+			case <-up.u.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+				break wait
+			case <-poll:
+				if up.loggedIn() {
+					t.Stop()
+					break wait
+				}
+			}
 		}
 		_, _ = up.session(up.u.ctx)
 	}
