@@ -86,6 +86,17 @@ type ClientOptions struct {
 	// Server.AnswerElicitation puts the question to the MCP client whose
 	// program made the call.
 	Elicit func(ctx context.Context, server string, params *mcpsdk.ElicitParams) (*mcpsdk.ElicitResult, error)
+
+	// TokenDir is where [Login] stores the OAuth tokens of URL servers
+	// and Connect finds them. Empty means the tokens directory of
+	// codemode's per-user configuration directory:
+	// os.UserConfigDir()/codemode/tokens, or $CODEMODE_CONFIG_DIR/tokens.
+	TokenDir string
+
+	// LoginCommand is the command a person runs to authorize a server
+	// that needs OAuth, for the messages that say so. Nil means
+	// "codemode login NAME".
+	LoginCommand func(server string) string
 }
 
 // Defaults for zero ClientOptions fields.
@@ -258,7 +269,7 @@ func (u *Upstreams) Refresh(ctx context.Context) error {
 	var errs []error
 	for _, name := range u.names {
 		up := u.ups[name]
-		if err := up.red.Error(up.refresh(ctx)); err != nil {
+		if err := up.red().Error(up.refresh(ctx)); err != nil {
 			errs = append(errs, fmt.Errorf("server %q: %w", name, err))
 		}
 	}
@@ -332,7 +343,7 @@ func (up *upstream) call(ctx context.Context, tool string, input json.RawMessage
 	if err != nil {
 		return nil, err
 	}
-	return up.u.conv.result(res, up.red)
+	return up.u.conv.result(res, up.red())
 }
 
 // callResult makes a call and returns the server's result as it sent
@@ -358,9 +369,16 @@ func (up *upstream) callResult(ctx context.Context, tool string, input json.RawM
 	if err == nil {
 		return res, nil
 	}
+	var login *LoginRequiredError
+	if errors.As(err, &login) {
+		// The request was refused, not the session broken: it stays, and
+		// uses the new token once the login has stored it. (Checked
+		// first: the SDK wraps it in a JSON-RPC "rejected by transport".)
+		return nil, codemode.ToolErrorf("the MCP server %q refused the call: %v", up.name, login)
+	}
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {
-		return nil, toolError(rpcErr.Message, up.red)
+		return nil, toolError(rpcErr.Message, up.red())
 	}
 	// The transport failed: the process died, or the connection broke.
 	// Drop the session so the next call reconnects.

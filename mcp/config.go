@@ -95,6 +95,16 @@ type UpstreamConfig struct {
 	URL     string            `json:"url,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
 
+	// OAuth configures how codemode authorizes itself to a URL server
+	// that asks for OAuth (it answers 401 with a WWW-Authenticate
+	// challenge), as the MCP authorization specification describes. It
+	// is optional: without it, codemode registers itself with the
+	// authorization server (dynamic client registration) when the server
+	// offers that. A URL server that has no Authorization header
+	// configured may use OAuth; the token comes from "codemode login
+	// NAME", which stores it (see [Login]).
+	OAuth *OAuthConfig `json:"oauth,omitempty"`
+
 	// Allow, when not empty, keeps only the tools whose names match one of
 	// its patterns; Deny then drops the tools that match one of its. A
 	// pattern is a tool name, where "*" matches any run of characters and
@@ -249,7 +259,7 @@ func parseServer(name string, raw json.RawMessage) (sc UpstreamConfig, skip bool
 	// which would take "Command" for "command" and then warn about it.
 	fields := map[string]any{
 		"type": &sc.Type, "command": &sc.Command, "args": &sc.Args, "env": &sc.Env, "envInherit": &sc.EnvInherit,
-		"cwd": &sc.Cwd, "url": &sc.URL, "headers": &sc.Headers, "allowTools": &sc.Allow, "denyTools": &sc.Deny,
+		"cwd": &sc.Cwd, "url": &sc.URL, "headers": &sc.Headers, "oauth": &sc.OAuth, "allowTools": &sc.Allow, "denyTools": &sc.Deny,
 		"disabled": &sc.Disabled, "enabled": &alias.enabled,
 		"serverUrl": &alias.serverURL, "httpUrl": &alias.httpURL, "transportType": &alias.transportType,
 		"includeTools": &alias.include, "excludeTools": &alias.exclude, "disabledTools": &alias.disabledTools,
@@ -264,7 +274,7 @@ func parseServer(name string, raw json.RawMessage) (sc UpstreamConfig, skip bool
 		if !known {
 			reason, ok := ignoredFields[k]
 			if !ok {
-				reason = "codemode does not know it (it reads type, command, args, env, envInherit, cwd, url, headers, allowTools, denyTools and disabled)"
+				reason = "codemode does not know it (it reads type, command, args, env, envInherit, cwd, url, headers, oauth, allowTools, denyTools and disabled)"
 			}
 			warnings = append(warnings, ConfigWarning{Server: name, Field: k, Reason: reason})
 			continue
@@ -322,6 +332,8 @@ func jsonKind(dst any) string {
 		return "an object of strings"
 	case *bool, **bool:
 		return "true or false"
+	case **OAuthConfig:
+		return `an object such as {"clientId": "...", "clientSecret": "${SECRET}", "scopes": ["read"]}`
 	}
 	return "something else"
 }
@@ -350,6 +362,9 @@ func (sc *UpstreamConfig) check() error {
 		if len(sc.Headers) > 0 {
 			return errors.New("headers apply only to a url")
 		}
+		if sc.OAuth != nil {
+			return errors.New("oauth applies only to a url")
+		}
 	} else {
 		if len(sc.Args) > 0 || len(sc.Env) > 0 || len(sc.EnvInherit) > 0 || sc.Cwd != "" {
 			return errors.New("args, env, envInherit and cwd apply only to a command")
@@ -373,6 +388,9 @@ func (sc *UpstreamConfig) check() error {
 		if k == "" || strings.ContainsAny(k, " :\r\n\x00") || strings.ContainsAny(v, "\r\n\x00") {
 			return fmt.Errorf("header %q is not a valid header", k)
 		}
+	}
+	if err := sc.OAuth.check(); err != nil {
+		return err
 	}
 	for _, p := range append(append([]string(nil), sc.Allow...), sc.Deny...) {
 		if p == "" {
@@ -422,6 +440,9 @@ func (sc UpstreamConfig) secrets() []string {
 			out = append(out, v)
 			texts = append(texts, v)
 		}
+	}
+	if sc.OAuth != nil && sc.OAuth.ClientSecret != "" {
+		out = append(out, sc.OAuth.ClientSecret)
 	}
 	out = append(out, sc.expanded...)
 	for _, t := range texts {

@@ -241,9 +241,9 @@ func (d *DirectServer) upstreamTools() []directTool {
 				}
 				res, err := up.callResult(ctx, name, input)
 				if err != nil {
-					return errorResult(up.red.Error(err).Error()), nil
+					return errorResult(up.red().Error(err).Error()), nil
 				}
-				return redactResult(res, up.red), nil
+				return redactResult(res, up.red()), nil
 			}})
 		}
 	}

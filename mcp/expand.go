@@ -48,6 +48,16 @@ func (sc *UpstreamConfig) expand(lookup func(string) (string, bool)) (warnings [
 	if err := one("url", &sc.URL); err != nil {
 		return nil, err
 	}
+	if sc.OAuth != nil {
+		o := *sc.OAuth // a copy: the caller's stays as written
+		if err := one("oauth.clientId", &o.ClientID); err != nil {
+			return nil, err
+		}
+		if err := one("oauth.clientSecret", &o.ClientSecret); err != nil {
+			return nil, err
+		}
+		sc.OAuth = &o
+	}
 	for _, m := range []struct {
 		field string
 		vals  *map[string]string

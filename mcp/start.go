@@ -87,6 +87,15 @@ func (up *upstream) startFailed(err error) {
 		up.log.Error("the server cannot start; serving the others", "error", err)
 		return
 	}
+	var login *LoginRequiredError
+	if errors.As(err, &login) {
+		// It is tried again now and then, and at once on a call after
+		// the login, which needs no restart.
+		up.log.Error("the server needs an OAuth authorization; serving the others: run "+login.Command,
+			"reason", login.Reason, "command", login.Command)
+		up.u.goBackground(up.retryStart)
+		return
+	}
 	up.log.Error("the server did not start; serving the others and retrying it in the background",
 		"error", err, "next_attempt_in", retryDelay(1, maxStartBackoff))
 	up.u.goBackground(up.retryStart)
@@ -97,7 +106,7 @@ func (up *upstream) startFailed(err error) {
 // call wait for it. The error is redacted.
 func (up *upstream) connectNow(ctx context.Context) error {
 	if up.cfg.problem != nil {
-		err := up.red.Error(&startError{summary: up.cfg.problem.Error()})
+		err := up.red().Error(&startError{summary: up.cfg.problem.Error()})
 		up.mu.Lock()
 		up.lastErr = err
 		up.mu.Unlock()
@@ -107,7 +116,7 @@ func (up *upstream) connectNow(ctx context.Context) error {
 	up.mu.Lock()
 	defer up.mu.Unlock()
 	if err != nil {
-		err = up.red.Error(err)
+		err = up.red().Error(err)
 		up.failures++
 		up.retryAt = time.Now().Add(retryDelay(up.failures, maxStartBackoff))
 		up.lastErr = err
@@ -138,6 +147,14 @@ func retryDelay(failures int, ceiling time.Duration) time.Duration {
 // failed, until it connects or the Upstreams close. Attempts go through
 // session, so one a call starts meanwhile is shared, not doubled.
 func (up *upstream) retryStart() {
+	// A server waiting for an OAuth login is tried as soon as the login
+	// has stored its token, not minutes later.
+	var poll <-chan time.Time
+	if up.oauth != nil {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		poll = tick.C
+	}
 	for {
 		up.mu.Lock()
 		if up.closed || up.sess != nil {
@@ -147,11 +164,20 @@ func (up *upstream) retryStart() {
 		wait := time.Until(up.retryAt)
 		up.mu.Unlock()
 		t := time.NewTimer(max(wait, 0))
-		select {
-		case <-up.u.ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
+	wait:
+		for {
+			select {
+			case <-up.u.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+				break wait
+			case <-poll:
+				if up.loggedIn() {
+					t.Stop()
+					break wait
+				}
+			}
 		}
 		_, _ = up.session(up.u.ctx)
 	}
@@ -170,7 +196,7 @@ type startError struct {
 func (e *startError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.summary)
-	if e.err != nil {
+	if e.err != nil && e.err.Error() != e.summary {
 		b.WriteString(": " + e.err.Error())
 	}
 	if e.hint != "" {
@@ -195,9 +221,12 @@ func (up *upstream) startFailure(parent, ctx context.Context, p *process, doing 
 		e.stderr = p.stderr.last()
 	}
 	var rpcErr *jsonrpc.Error
+	var login *LoginRequiredError
 	switch {
 	case parent.Err() != nil:
 		return err // the caller gave up; nothing to explain
+	case errors.As(err, &login):
+		e.summary, e.err = login.Error(), login
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		e.summary = fmt.Sprintf("it did not answer within %s", up.u.opts.ConnectTimeout)
 		e.err = nil
@@ -230,7 +259,7 @@ func (up *upstream) brief(err error) string {
 	if errors.As(err, &se) {
 		s = se.summary
 	}
-	s, _, _ = strings.Cut(up.red.String(s), "\n")
+	s, _, _ = strings.Cut(up.red().String(s), "\n")
 	if len([]rune(s)) > 200 {
 		s = string([]rune(s)[:200]) + "…"
 	}

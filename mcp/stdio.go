@@ -61,7 +61,7 @@ func (up *upstream) process() *process {
 	cmd := exec.Command(up.cfg.Command, up.cfg.Args...)
 	cmd.Env = childEnv(up.cfg.Env, up.cfg.EnvInherit)
 	cmd.Dir = up.cfg.Cwd
-	stderr := &lineLogger{log: up.log, red: up.red}
+	stderr := &lineLogger{log: up.log, red: up.red()}
 	cmd.Stderr = stderr
 	// A grandchild that inherits stderr could hold it open after the
 	// server exits; do not let that block the wait for the server.

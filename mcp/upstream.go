@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/codemode-go/codemode/internal/redact"
 	"github.com/codemode-go/codemode/internal/spoof"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/oauth2"
 )
 
 // upstream is one configured server and its connection state.
@@ -24,9 +26,13 @@ type upstream struct {
 	u      *Upstreams
 	name   string
 	cfg    UpstreamConfig
-	red    *redact.Redactor // the config's secrets, kept from the program and the log
-	log    *slog.Logger     // redacts with red
+	redp   atomic.Pointer[redact.Redactor] // the config's secrets and tokens, kept from the program and the log; see red
+	log    *slog.Logger                    // redacts with red
 	client *mcpsdk.Client
+	oauth  *oauthClient // the stored OAuth token of a URL server; nil for others
+
+	tokenMu sync.Mutex
+	tokens  []string // OAuth tokens seen, redacted too
 
 	mu       sync.Mutex
 	sess     *mcpsdk.ClientSession   // nil while disconnected
@@ -49,11 +55,12 @@ type upstream struct {
 }
 
 func newUpstream(u *Upstreams, name string, sc UpstreamConfig) *upstream {
-	red := redact.New(sc.secrets()...)
+	up := &upstream{u: u, name: name, cfg: sc, tools: codemode.Tools{}}
+	up.redp.Store(redact.New(sc.secrets()...))
 	// Every record about this server goes through the redactor: the SDK's,
 	// the stdio server's stderr and ours, which carry upstream errors.
-	log := slog.New(redact.Handler(u.log.Handler(), red)).With("server", name)
-	up := &upstream{u: u, name: name, cfg: sc, red: red, log: log, tools: codemode.Tools{}}
+	up.log = slog.New(redact.LiveHandler(u.log.Handler(), up.red)).With("server", name)
+	up.oauth = up.newOAuthClient()
 	copts := &mcpsdk.ClientOptions{
 		Logger: up.log,
 		// No roots or sampling: a program has none to offer, and
@@ -116,6 +123,43 @@ func (up *upstream) elicit(_ context.Context, req *mcpsdk.ElicitRequest) (*mcpsd
 	return up.u.opts.Elicit(ctx, up.name, req.Params)
 }
 
+// red is the redactor of the server's secrets: the config's, and the
+// OAuth tokens seen so far.
+func (up *upstream) red() *redact.Redactor { return up.redp.Load() }
+
+// maxTokenSecrets bounds the OAuth tokens kept for redaction: the
+// current ones, and enough older ones that a token refreshed a moment ago
+// is still redacted where a response echoes it.
+const maxTokenSecrets = 16
+
+// addTokenSecrets adds a token's access and refresh tokens to the
+// redactor.
+func (up *upstream) addTokenSecrets(tok *oauth2.Token) {
+	if tok == nil {
+		return
+	}
+	up.tokenMu.Lock()
+	defer up.tokenMu.Unlock()
+	added := false
+	for _, s := range []string{tok.AccessToken, tok.RefreshToken} {
+		if s != "" && !slices.Contains(up.tokens, s) {
+			up.tokens = append(up.tokens, s)
+			added = true
+		}
+	}
+	if !added {
+		return
+	}
+	if n := len(up.tokens); n > maxTokenSecrets {
+		up.tokens = slices.Clone(up.tokens[n-maxTokenSecrets:])
+	}
+	up.redp.Store(redact.New(append(up.cfg.secrets(), up.tokens...)...))
+}
+
+// loggedIn reports whether a login stored a new token since the server
+// was last tried: it need not wait out its backoff.
+func (up *upstream) loggedIn() bool { return up.oauth.changed() }
+
 // snapshot copies the namespace, so callers cannot change ours.
 func (up *upstream) snapshot() codemode.Tools {
 	up.mu.Lock()
@@ -145,7 +189,7 @@ func (up *upstream) session(ctx context.Context) (*mcpsdk.ClientSession, error) 
 			up.mu.Unlock()
 			return nil, codemode.ToolErrorf("the MCP server %q is unavailable: %v", up.name, up.cfg.problem)
 		case up.dialing == nil:
-			if wait := time.Until(up.retryAt); wait > 0 {
+			if wait := time.Until(up.retryAt); wait > 0 && !up.loggedIn() {
 				up.mu.Unlock()
 				return nil, codemode.ToolErrorf("the MCP server %q is unavailable: it failed to start or connect; the next attempt is in %s",
 					up.name, wait.Round(100*time.Millisecond))
@@ -179,7 +223,7 @@ func (up *upstream) redial(done chan struct{}) {
 		return // shutting down: not the server's failure
 	}
 	if err != nil {
-		err = up.red.Error(err)
+		err = up.red().Error(err)
 		up.failures++
 		ceiling := maxReconnectBackoff
 		if !up.arrived {
@@ -300,8 +344,14 @@ func (up *upstream) open(ctx, life context.Context) (*mcpsdk.ClientSession, stri
 		cs, err := dial(&mcpsdk.SSEClientTransport{Endpoint: up.cfg.URL, HTTPClient: up.httpClient()})
 		return cs, kind, nil, err
 	}
-	cs, err := dial(&mcpsdk.StreamableClientTransport{Endpoint: up.cfg.URL, HTTPClient: up.httpClient()})
-	if err == nil || up.cfg.Type == TypeHTTP || ctx.Err() != nil {
+	st := &mcpsdk.StreamableClientTransport{Endpoint: up.cfg.URL, HTTPClient: up.httpClient()}
+	if up.oauth != nil {
+		st.OAuthHandler = up.oauth
+	}
+	cs, err := dial(st)
+	if err == nil || up.cfg.Type == TypeHTTP || ctx.Err() != nil || errors.As(err, new(*LoginRequiredError)) {
+		// A server that asks for OAuth speaks streamable HTTP: HTTP+SSE
+		// would only be refused too, and its error would hide this one.
 		return cs, TypeHTTP, nil, err
 	}
 	// The type was inferred from the URL: the server may predate
@@ -521,7 +571,7 @@ func annotations(a *mcpsdk.ToolAnnotations) *codemode.Annotations {
 func (up *upstream) toolset() toolset {
 	return toolset{log: up.log, allowed: up.cfg.allowed, call: func(ctx context.Context, tool string, input json.RawMessage) (any, error) {
 		v, err := up.call(ctx, tool, input)
-		return v, up.red.Error(err)
+		return v, up.red().Error(err)
 	}}
 }
 

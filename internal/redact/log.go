@@ -16,35 +16,44 @@ func Handler(h slog.Handler, r *Redactor) slog.Handler {
 	if r.Empty() {
 		return h
 	}
-	return &handler{h: h, r: r}
+	return &handler{h: h, get: func() *Redactor { return r }}
+}
+
+// LiveHandler is Handler with a Redactor that may change: get is called
+// for every record, so secrets learnt later (a refreshed token) are
+// redacted from then on.
+func LiveHandler(h slog.Handler, get func() *Redactor) slog.Handler {
+	return &handler{h: h, get: get}
 }
 
 type handler struct {
-	h slog.Handler
-	r *Redactor
+	h   slog.Handler
+	get func() *Redactor
 }
 
 func (h *handler) Enabled(ctx context.Context, l slog.Level) bool { return h.h.Enabled(ctx, l) }
 
 func (h *handler) Handle(ctx context.Context, rec slog.Record) error {
-	out := slog.NewRecord(rec.Time, rec.Level, h.r.String(rec.Message), rec.PC)
+	r := h.get()
+	out := slog.NewRecord(rec.Time, rec.Level, r.String(rec.Message), rec.PC)
 	rec.Attrs(func(a slog.Attr) bool {
-		out.AddAttrs(h.r.attr(a))
+		out.AddAttrs(r.attr(a))
 		return true
 	})
 	return h.h.Handle(ctx, out)
 }
 
 func (h *handler) WithAttrs(as []slog.Attr) slog.Handler {
+	r := h.get()
 	red := make([]slog.Attr, len(as))
 	for i, a := range as {
-		red[i] = h.r.attr(a)
+		red[i] = r.attr(a)
 	}
-	return &handler{h: h.h.WithAttrs(red), r: h.r}
+	return &handler{h: h.h.WithAttrs(red), get: h.get}
 }
 
 func (h *handler) WithGroup(name string) slog.Handler {
-	return &handler{h: h.h.WithGroup(name), r: h.r}
+	return &handler{h: h.h.WithGroup(name), get: h.get}
 }
 
 // attr redacts one attribute's value.

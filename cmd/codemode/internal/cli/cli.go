@@ -37,6 +37,7 @@ Usage:
   codemode search [flags] [QUERY]       search the tools as tools.$codemode.search does (JSON)
   codemode demo                         run the example program against the demo API (OpenAPI over loopback HTTP)
   codemode mcp [flags]                  serve execute over MCP (stdio, or --http ADDR) for --config servers and --openapi APIs
+  codemode login NAME --config FILE     authorize codemode to a remote --config server that asks for OAuth (opens a browser)
   codemode serve [--worker] [flags]     serve execute like mcp, running programs on a cluster's workers (NATS JetStream)
   codemode worker [flags]               run the programs of a cluster's fronts
   codemode nodes [flags]                list the cluster's fronts and workers
@@ -85,6 +86,8 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return drainCmd(args[1:], stdout, stderr)
 	case "mcp":
 		return mcpCmd(args[1:], stdin, stdout, stderr)
+	case "login":
+		return loginCmd(args[1:], stdout, stderr)
 	case "engine":
 		return engineCmd(args[1:], stdout, stderr)
 	case "version":

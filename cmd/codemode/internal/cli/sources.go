@@ -170,6 +170,7 @@ func (s *sourceFlags) open(ctx context.Context, logger *slog.Logger, background 
 		CallTimeout:    time.Duration(s.callTimeout),
 		Lenient:        !s.requireAll,
 		Background:     background && !s.requireAll,
+		LoginCommand:   s.loginCommand,
 	})
 	if err != nil {
 		if errors.Is(err, mcp.ErrInvalidConfig) {
@@ -184,6 +185,20 @@ func (s *sourceFlags) open(ctx context.Context, logger *slog.Logger, background 
 		return nil, fmt.Errorf("an MCP server and an --openapi document: %w", err)
 	}
 	return src, nil
+}
+
+// loginCommand is the command that authorizes a --config server that
+// asks for OAuth. The path is absolute: the message reaches a person
+// through an MCP client app, whose directory is not theirs.
+func (s *sourceFlags) loginCommand(server string) string {
+	path := s.config
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	if strings.ContainsAny(path, " '\"$`") {
+		path = "'" + strings.ReplaceAll(path, "'", `'\''`) + "'"
+	}
+	return "codemode login " + server + " --config " + path
 }
 
 // tools is the current tool tree.

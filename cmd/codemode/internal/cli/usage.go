@@ -14,7 +14,7 @@ import (
 // one that matters.
 
 // commands are the top-level commands, for suggestions.
-var commands = []string{"run", "resume", "catalog", "instructions", "search", "demo", "mcp", "serve", "worker", "nodes", "drain", "bench", "engine", "version", "help"}
+var commands = []string{"run", "resume", "catalog", "instructions", "search", "demo", "mcp", "login", "serve", "worker", "nodes", "drain", "bench", "engine", "version", "help"}
 
 // unknownCommand reports a command that does not exist.
 func unknownCommand(stderr io.Writer, prefix, name string, known []string, help string) int {
