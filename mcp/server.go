@@ -182,7 +182,8 @@ type Server struct {
 var ErrServerClosed = errors.New("mcp: server closed")
 
 // NewServer makes a server exposing `execute` over a runtime built from
-// opts.Runtime. Serve it with MCP().Run (stdio) or HTTPHandler.
+// opts.Runtime. Serve it with MCP().Run on [StdioTransport] (stdio) or
+// with HTTPHandler.
 func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.Name == "" {
 		opts.Name = "codemode"

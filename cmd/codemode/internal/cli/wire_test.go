@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// jsonObject parses one JSON-RPC message.
+func jsonObject(t *testing.T, text string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(text), &m); err != nil {
+		t.Fatalf("got %q, want a JSON object: %v", text, err)
+	}
+	return m
+}
+
+// wantRPCError checks that m is a JSON-RPC error response with the given
+// id (nil: null) and code.
+func wantRPCError(t *testing.T, what string, m map[string]any, id any, code float64) {
+	t.Helper()
+	e, _ := m["error"].(map[string]any)
+	gotID, hasID := m["id"]
+	if m["jsonrpc"] != "2.0" || e == nil || e["code"] != code || !hasID || gotID != id {
+		t.Errorf("%s: got %v, want a JSON-RPC error with id %v and code %v", what, m, id, code)
+	}
+}
+
+const initialize20251125 = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+
+// TestMCPStdioBadLines: codemode mcp on stdio answers each line that is
+// not a JSON-RPC message with the JSON-RPC error for it and goes on
+// serving; the end of its input still ends it with status 0.
+func TestMCPStdioBadLines(t *testing.T) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	stderr := &syncBuffer{}
+	exit := make(chan int, 1)
+	go func() {
+		code := runMCP(context.Background(), []string{"--cache-dir", engineCache}, inR, outW, stderr)
+		outW.Close()
+		exit <- code
+	}()
+	defer inW.Close()
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	send := func(line string) {
+		t.Helper()
+		if _, err := io.WriteString(inW, line+"\n"); err != nil {
+			t.Fatalf("the server stopped reading: %v\n%s", err, stderr)
+		}
+	}
+	recv := func() map[string]any {
+		t.Helper()
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("the server's output ended:\n%s", stderr)
+			}
+			return jsonObject(t, line)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no answer within 30s:\n%s", stderr)
+		}
+		return nil
+	}
+	send(initialize20251125)
+	if recv()["result"] == nil {
+		t.Fatal("initialize failed")
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	for _, tc := range []struct {
+		line string
+		id   any
+		code float64
+	}{
+		{`{"jsonrpc":"2.0","id":2,"method":`, nil, -32700},
+		{`{"id":3,"method":"tools/list"}`, 3.0, -32600},
+		{`[{"jsonrpc":"2.0","id":4,"method":"tools/list"}]`, nil, -32600},
+		{`"hello"`, nil, -32600},
+		{`{"jsonrpc":"2.0","id":5,"method":"tools/nonesuch"}`, 5.0, -32601},
+	} {
+		send(tc.line)
+		wantRPCError(t, tc.line, recv(), tc.id, tc.code)
+	}
+	send(`{"jsonrpc":"2.0","id":6,"method":"tools/list"}`)
+	m := recv()
+	tools, _ := m["result"].(map[string]any)["tools"].([]any)
+	if m["id"] != 6.0 || len(tools) != 1 {
+		t.Errorf("got %v, want the tool list", m)
+	}
+	_ = inW.Close()
+	select {
+	case code := <-exit:
+		if code != exitOK {
+			t.Errorf("got exit %d at the end of input, want 0\n%s", code, stderr)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the server did not stop at the end of its input")
+	}
+}
+
+// failingWriter is a standard output that cannot be written.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
+
+// TestMCPStdioFatal: when standard output fails, the session cannot go on
+// and the exit status says so.
+func TestMCPStdioFatal(t *testing.T) {
+	stderr := &syncBuffer{}
+	in := strings.NewReader(initialize20251125 + "\n" + `{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n")
+	inR, inW := io.Pipe() // stays open: only the failed write can end the session
+	defer inW.Close()
+	go func() { _, _ = io.Copy(inW, in) }()
+	exit := make(chan int, 1)
+	go func() {
+		exit <- runMCP(context.Background(), []string{"--cache-dir", engineCache}, inR, failingWriter{}, stderr)
+	}()
+	select {
+	case code := <-exit:
+		if code != exitFailure || !strings.Contains(stderr.String(), "broken pipe") {
+			t.Errorf("got exit %d, want %d and the error logged\n%s", code, exitFailure, stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the server went on with a broken standard output:\n%s", stderr)
+	}
+}
