@@ -265,8 +265,9 @@ func (s *Server) Runtime() *codemode.Runtime {
 // A client that ends its session (DELETE) stops its runs in flight; one
 // that cancels a call stops that run; one whose connection just drops
 // leaves its runs to end at their deadline. There is no authentication:
-// bind it to loopback or put it behind one. Each call makes a handler
-// with its own sessions: call it once.
+// bind it to loopback or put it behind one. Input the SDK cannot take
+// gets a JSON-RPC error (see rpcErrors). Each call makes a handler with
+// its own sessions: call it once.
 func (s *Server) HTTPHandler() http.Handler {
 	return sessionsHandler(s.mcp, s.log, s.opts.MaxSessions, s.opts.SessionIdleTimeout, s.cancelSession)
 }
@@ -300,7 +301,7 @@ func sessionsHandler(srv *mcpsdk.Server, log *slog.Logger, maxSessions int, idle
 	if limit > 0 {
 		sessions = make(chan struct{}, limit)
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return rpcErrors(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("Mcp-Session-Id")
 		// The SDK ends a deleted session only once its handlers return, and
 		// lets them run on: stop the session's runs first. (Session ids are
@@ -332,7 +333,7 @@ func sessionsHandler(srv *mcpsdk.Server, log *slog.Logger, maxSessions int, idle
 			return
 		}
 		<-sessions
-	})
+	}))
 }
 
 // session returns the open session with the given id, or nil.

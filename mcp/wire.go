@@ -4,8 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -15,8 +20,9 @@ import (
 // This file answers malformed JSON-RPC input the way JSON-RPC 2.0 and the
 // MCP transports prescribe, where the go-sdk (v1.8) does not: its stdio
 // reader ends the session at the first line it cannot decode (so the
-// process exits with no reply). That is fixed around the SDK, not in it:
-// the input is checked with the SDK's own decoder (jsonrpc.DecodeMessage)
+// process exits with no reply), and its HTTP handler answers such a POST
+// with a plain-text 400. Both are fixed around the SDK, not in it: the
+// input is checked with the SDK's own decoder (jsonrpc.DecodeMessage)
 // before the SDK sees it, and what the SDK would choke on is answered
 // here and kept from it.
 
@@ -256,3 +262,139 @@ func (o *stdioOut) batches() bool {
 	defer o.mu.Unlock()
 	return o.version == "" || o.version < batchesEnd
 }
+
+// rpcErrors wraps the SDK's streamable HTTP handler (next) so that its
+// refusals of a POST are JSON-RPC errors, as the MCP transport allows
+// ("the HTTP response body MAY comprise a JSON-RPC error response") and
+// JSON-RPC clients can read, instead of the SDK's plain text:
+//
+//   - a body that is not JSON gets 400 with -32700, one that is not a
+//     JSON-RPC message (or a batch the protocol version refuses) 400
+//     with -32600; both are checked here, with the SDK's decoder;
+//   - a request other than initialize without an Mcp-Session-Id gets 400
+//     with -32600, as the transport prescribes (the SDK would open a
+//     session for it and answer 200 with an error of code 0);
+//   - a call of a method the server does not have gets -32601 with the
+//     call's id, with status 200 like any other JSON-RPC response (what
+//     it gets over stdio); the SDK refuses it with a plain-text 400
+//     before the session sees it;
+//   - any other plain-text 400 the SDK writes for a POST (a missing
+//     params, an id on a notification) becomes 400 with -32600.
+//
+// Requests of the sessionless protocol (2026-07-28, which a stateful
+// server refuses with an error its clients fall back on) go to the SDK
+// as they are.
+func rpcErrors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.Method != http.MethodPost || mt != "application/json" {
+			next.ServeHTTP(w, r) // the SDK answers 405, 415, or serves a GET or DELETE
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, mcpsdk.DefaultMaxRequestBodyBytes))
+		if err != nil {
+			status := http.StatusBadRequest
+			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				status = http.StatusRequestEntityTooLarge
+			}
+			writeRPCError(w, status, newRPCError(nil, jsonrpc.CodeInvalidRequest, "invalid request: reading the body: %v", err))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		version := r.Header.Get("Mcp-Protocol-Version")
+		if e := checkMessage(body, version == "" || version < batchesEnd); e != nil {
+			writeRPCError(w, http.StatusBadRequest, e)
+			return
+		}
+		req, _ := jsonrpc.DecodeMessage(body) // nil for a batch
+		call, _ := req.(*jsonrpc.Request)
+		var id json.RawMessage
+		if call != nil && call.IsCall() {
+			id, _ = json.Marshal(call.ID.Raw())
+		}
+		if r.Header.Get("Mcp-Session-Id") == "" && !opensSession(body, call, version) {
+			writeRPCError(w, http.StatusBadRequest, newRPCError(id, jsonrpc.CodeInvalidRequest,
+				"invalid request: an Mcp-Session-Id header is required; only initialize starts a session"))
+			return
+		}
+		rw := &refusals{ResponseWriter: w}
+		next.ServeHTTP(rw, r)
+		if !rw.refused {
+			return
+		}
+		msg := strings.TrimSpace(rw.text.String())
+		switch {
+		case call != nil && strings.Contains(msg, "not handled") && id != nil:
+			writeRPCError(w, http.StatusOK, newRPCError(id, jsonrpc.CodeMethodNotFound, "method not found: %q", call.Method))
+		case call != nil && strings.Contains(msg, "not handled"):
+			writeRPCError(w, http.StatusBadRequest, newRPCError(nil, jsonrpc.CodeMethodNotFound, "method not found: %q", call.Method))
+		default:
+			writeRPCError(w, http.StatusBadRequest, newRPCError(id, jsonrpc.CodeInvalidRequest, "invalid request: %s", msg))
+		}
+	})
+}
+
+// opensSession says whether a POST without a session id may go to the
+// SDK: an initialize (alone or in a batch), or a request of the
+// sessionless protocol (server/discover, or one that names a version
+// from 2026-07-28 on), which the SDK answers itself.
+func opensSession(body []byte, call *jsonrpc.Request, version string) bool {
+	if version >= "2026-07-28" {
+		return true
+	}
+	if call == nil { // a batch (or a response): does it hold an initialize?
+		var batch []struct {
+			Method string `json:"method"`
+		}
+		_ = json.Unmarshal(body, &batch)
+		return slices.ContainsFunc(batch, func(m struct {
+			Method string `json:"method"`
+		}) bool {
+			return m.Method == "initialize"
+		})
+	}
+	if call.Method == "initialize" || call.Method == "server/discover" {
+		return true
+	}
+	var params struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	_ = json.Unmarshal(call.Params, &params)
+	_, ok := params.Meta[mcpsdk.MetaKeyProtocolVersion]
+	return ok
+}
+
+func writeRPCError(w http.ResponseWriter, status int, e *rpcError) {
+	w.Header().Del("X-Content-Type-Options")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(e.encode())
+}
+
+// refusals passes the SDK's response through, except a plain-text 400
+// (its http.Error), which it keeps for rpcErrors to rewrite.
+type refusals struct {
+	http.ResponseWriter
+	refused bool
+	text    bytes.Buffer
+}
+
+func (rw *refusals) WriteHeader(status int) {
+	if status == http.StatusBadRequest && strings.HasPrefix(rw.Header().Get("Content-Type"), "text/plain") {
+		rw.refused = true
+		return
+	}
+	rw.ResponseWriter.WriteHeader(status)
+}
+
+func (rw *refusals) Write(b []byte) (int, error) {
+	if rw.refused {
+		if rw.text.Len() < 1024 {
+			rw.text.Write(b)
+		}
+		return len(b), nil
+	}
+	return rw.ResponseWriter.Write(b)
+}
+
+// Unwrap lets the SDK flush its event streams (http.ResponseController).
+func (rw *refusals) Unwrap() http.ResponseWriter { return rw.ResponseWriter }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -154,5 +156,90 @@ func TestStdioBatchesBefore20250618(t *testing.T) {
 	var batch []map[string]any
 	if line := recv(); json.Unmarshal([]byte(line), &batch) != nil || len(batch) != 2 || batch[0]["id"] != 4.0 || batch[1]["result"] == nil {
 		t.Errorf("got %s, want the batch's two answers", line)
+	}
+}
+
+// rawPost posts body to url as an MCP client would, in session (none when
+// empty), and returns the status, the session id sent back and the body.
+func rawPost(t *testing.T, url, session, body string) (int, string, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(b)
+}
+
+// sseMessage returns the data of the last message event of an event
+// stream, or body itself when it is not one.
+func sseMessage(body string) string {
+	var data string
+	for line := range strings.Lines(body) {
+		if d, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), "data: "); ok && d != "" {
+			data = d
+		}
+	}
+	if data == "" {
+		return body
+	}
+	return data
+}
+
+// TestHTTPErrors: over streamable HTTP, malformed bodies, unknown
+// methods and requests without a session get JSON-RPC errors with the
+// right codes and statuses, and the session goes on serving.
+func TestHTTPErrors(t *testing.T) {
+	srv := newServer(t, nil, codemode.Options{})
+	ts := httptest.NewServer(srv.HTTPHandler())
+	t.Cleanup(ts.Close)
+	status, session, body := rawPost(t, ts.URL, "", initializeLine("2025-11-25"))
+	if status != http.StatusOK || session == "" {
+		t.Fatalf("initialize: %d %q %s", status, session, body)
+	}
+	if status, _, body := rawPost(t, ts.URL, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status != http.StatusAccepted {
+		t.Fatalf("initialized: %d %s", status, body)
+	}
+	for _, tc := range []struct {
+		session, body string
+		status        int
+		id            any
+		code          float64
+	}{
+		{session, `not json`, 400, nil, -32700},
+		{session, ``, 400, nil, -32700},
+		{session, `{"id":3,"method":"tools/list"}`, 400, 3.0, -32600},
+		{session, `[{"jsonrpc":"2.0","id":4,"method":"tools/list"}]`, 400, nil, -32600},
+		{session, `{"jsonrpc":"2.0","id":5,"method":"no/such"}`, 200, 5.0, -32601},
+		{session, `{"jsonrpc":"2.0","method":"notifications/no/such"}`, 400, nil, -32601},
+		{session, `{"jsonrpc":"2.0","id":6,"method":"tools/call"}`, 400, 6.0, -32600}, // no params
+		{"", `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`, 400, 7.0, -32600},      // no session
+		{"", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, 400, nil, -32600},
+	} {
+		status, _, body := rawPost(t, ts.URL, tc.session, tc.body)
+		if status != tc.status {
+			t.Errorf("%s: got status %d, want %d", tc.body, status, tc.status)
+		}
+		errorOf(t, object(t, sseMessage(body)), tc.id, tc.code)
+	}
+	status, _, body = rawPost(t, ts.URL, session, `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`)
+	m := object(t, sseMessage(body))
+	tools, _ := m["result"].(map[string]any)["tools"].([]any)
+	if status != http.StatusOK || m["id"] != 9.0 || len(tools) != 1 {
+		t.Errorf("got %d %s, want the tool list", status, body)
+	}
+	if n := sessionCount(srv); n != 1 {
+		t.Errorf("got %d sessions, want the one (a request without a session opens none)", n)
 	}
 }

@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // jsonObject parses one JSON-RPC message.
@@ -135,5 +138,89 @@ func TestMCPStdioFatal(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the server went on with a broken standard output:\n%s", stderr)
+	}
+}
+
+// postRaw posts body to url in session (none when empty) and returns the
+// status, the session id sent back, and the body, the data of its last
+// event when it is an event stream.
+func postRaw(t *testing.T, url, session, body string) (int, string, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	text := string(b)
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		text = ""
+		for line := range strings.Lines(string(b)) {
+			if d, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok && d != "" {
+				text = d
+			}
+		}
+	}
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), text
+}
+
+// TestMCPHTTPErrors: over streamable HTTP, malformed bodies get 400 with
+// -32700 or -32600, a call of an unknown method -32601 as its answer, a
+// request other than initialize without a session 400 with a JSON-RPC
+// error; the session serves on, and the go-sdk client is unaffected.
+func TestMCPHTTPErrors(t *testing.T) {
+	url := startHTTP(t)
+	status, session, body := postRaw(t, url, "", initialize20251125)
+	if status != http.StatusOK || session == "" {
+		t.Fatalf("initialize: %d %q %s", status, session, body)
+	}
+	if status, _, body := postRaw(t, url, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status != http.StatusAccepted {
+		t.Fatalf("initialized: %d %s", status, body)
+	}
+	for _, tc := range []struct {
+		session, body string
+		status        int
+		id            any
+		code          float64
+	}{
+		{session, `{"jsonrpc":"2.0","id":2,`, http.StatusBadRequest, nil, -32700},
+		{session, `{"id":3,"method":"tools/list"}`, http.StatusBadRequest, 3.0, -32600},
+		{session, `[{"jsonrpc":"2.0","id":4,"method":"tools/list"}]`, http.StatusBadRequest, nil, -32600},
+		{session, `{"jsonrpc":"2.0","id":5,"method":"tools/nonesuch"}`, http.StatusOK, 5.0, -32601},
+		{"", `{"jsonrpc":"2.0","id":6,"method":"tools/list"}`, http.StatusBadRequest, 6.0, -32600},
+	} {
+		status, _, body := postRaw(t, url, tc.session, tc.body)
+		if status != tc.status {
+			t.Errorf("%s: got status %d, want %d", tc.body, status, tc.status)
+		}
+		wantRPCError(t, tc.body, jsonObject(t, body), tc.id, tc.code)
+	}
+	status, _, body = postRaw(t, url, session, `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`)
+	m := jsonObject(t, body)
+	tools, _ := m["result"].(map[string]any)["tools"].([]any)
+	if status != http.StatusOK || m["id"] != 7.0 || len(tools) != 1 {
+		t.Errorf("got %d %s, want the tool list", status, body)
+	}
+
+	// The go-sdk client, which tries the sessionless server/discover
+	// first and falls back to initialize, works as before.
+	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).
+		Connect(context.Background(), &mcpsdk.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if isErr, v := callExecute(t, cs, `return 6 * 7`); isErr || v["value"] != 42.0 {
+		t.Errorf("result = %v", v)
 	}
 }
