@@ -2,12 +2,15 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -222,5 +225,148 @@ func TestMCPHTTPErrors(t *testing.T) {
 	defer cs.Close()
 	if isErr, v := callExecute(t, cs, `return 6 * 7`); isErr || v["value"] != 42.0 {
 		t.Errorf("result = %v", v)
+	}
+}
+
+// cutter is a TCP proxy that can cut every connection through it, and
+// notes whether a request resumed a stream (Last-Event-ID).
+type cutter struct {
+	ln      net.Listener
+	target  string
+	primed  chan struct{} // a priming event went to the client
+	mu      sync.Mutex
+	conns   []net.Conn
+	resumed bool
+}
+
+func newCutter(t *testing.T, target string) *cutter {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cutter{ln: ln, target: target, primed: make(chan struct{}, 100)}
+	t.Cleanup(func() {
+		_ = ln.Close()
+		c.cut()
+	})
+	go func() {
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = client.Close()
+				continue
+			}
+			c.mu.Lock()
+			c.conns = append(c.conns, client, server)
+			c.mu.Unlock()
+			go c.pipe(server, client, func(b []byte) {
+				if bytes.Contains(bytes.ToLower(b), []byte("last-event-id:")) {
+					c.mu.Lock()
+					c.resumed = true
+					c.mu.Unlock()
+				}
+			})
+			go c.pipe(client, server, func(b []byte) {
+				if bytes.Contains(b, []byte("event: prime")) {
+					c.primed <- struct{}{}
+				}
+			})
+		}
+	}()
+	return c
+}
+
+// pipe copies from src to dst, showing each chunk to see.
+func (c *cutter) pipe(dst, src net.Conn, see func([]byte)) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			see(buf[:n])
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = dst.Close()
+			return
+		}
+	}
+}
+
+// cut closes every connection open through the proxy.
+func (c *cutter) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.conns {
+		_ = conn.Close()
+	}
+	c.conns = nil
+}
+
+// TestMCPHTTPResume: the connection of a call is cut while its program
+// runs; the go-sdk client reconnects with Last-Event-ID (the server's
+// event store has given the stream ids, starting with a priming event)
+// and gets the result it would have lost.
+func TestMCPHTTPResume(t *testing.T) {
+	url := startHTTP(t)
+	host := strings.TrimPrefix(url, "http://")
+	host = host[:strings.Index(host, "/")]
+	proxy := newCutter(t, host)
+	// The client dials the proxy but names the server in Host, which the
+	// server's DNS-rebinding guard checks.
+	dialer := &net.Dialer{}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return dialer.DialContext(ctx, network, proxy.ln.Addr().String())
+	}}}
+	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).
+		Connect(context.Background(), &mcpsdk.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for len(proxy.primed) > 0 { // from before the call
+		<-proxy.primed
+	}
+	type answer struct {
+		res *mcpsdk.CallToolResult
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: "execute",
+			Arguments: map[string]any{"code": `await new Promise((r) => setTimeout(r, 1500)); return 42`}})
+		done <- answer{res, err}
+	}()
+	select {
+	case <-proxy.primed: // the call's stream has begun: cut it
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call's event stream did not begin with a priming event")
+	}
+	proxy.cut()
+	select {
+	case a := <-done:
+		if a.err != nil {
+			t.Fatalf("the call failed after its connection was cut: %v", a.err)
+		}
+		var v map[string]any
+		b, _ := json.Marshal(a.res.StructuredContent)
+		_ = json.Unmarshal(b, &v)
+		if a.res.IsError || v["value"] != 42.0 {
+			t.Errorf("got %s, want the value 42", b)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("no result within 60s of the cut")
+	}
+	proxy.mu.Lock()
+	resumed := proxy.resumed
+	proxy.mu.Unlock()
+	if !resumed {
+		t.Error("the client got its result without resuming with Last-Event-ID: the cut came too late to test anything")
 	}
 }
