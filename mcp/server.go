@@ -127,6 +127,13 @@ const (
 	DefaultConnectingWait     = 30 * time.Second
 )
 
+// EventStoreBytes bounds the events [Server.HTTPHandler] keeps, over all
+// its sessions, for clients that resume a stream with Last-Event-ID; past
+// it the oldest go first. A client resumes within seconds of a drop, so
+// this holds the results in flight with room to spare (a run's output is
+// 20,000 bytes under codemode mcp's limits, its content at most 1 MiB).
+const EventStoreBytes = 16 << 20
+
 // Server serves the execute tool over MCP. Its tools can be replaced while
 // it serves: runs in flight keep the tools they started with.
 type Server struct {
@@ -189,7 +196,8 @@ type Server struct {
 var ErrServerClosed = errors.New("mcp: server closed")
 
 // NewServer makes a server exposing `execute` over a runtime built from
-// opts.Runtime. Serve it with MCP().Run (stdio) or HTTPHandler.
+// opts.Runtime. Serve it with MCP().Run on [StdioTransport] (stdio) or
+// with HTTPHandler.
 func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.Name == "" {
 		opts.Name = "codemode"
@@ -271,8 +279,11 @@ func (s *Server) Runtime() *codemode.Runtime {
 // A client that ends its session (DELETE) stops its runs in flight; one
 // that cancels a call stops that run; one whose connection just drops
 // leaves its runs to end at their deadline. There is no authentication:
-// bind it to loopback or put it behind one. Each call makes a handler
-// with its own sessions: call it once.
+// bind it to loopback or put it behind one. Its event streams can be
+// resumed (Last-Event-ID) from events kept in memory, at most
+// EventStoreBytes over all sessions, and input the SDK cannot take gets a
+// JSON-RPC error (see rpcErrors). Each call makes a handler with its own
+// sessions: call it once.
 func (s *Server) HTTPHandler() http.Handler {
 	return sessionsHandler(s.mcp, s.log, s.opts.MaxSessions, s.opts.SessionIdleTimeout, s.cancelSession)
 }
@@ -289,10 +300,19 @@ func sessionsHandler(srv *mcpsdk.Server, log *slog.Logger, maxSessions int, idle
 	case idle < 0:
 		idle = 0 // the SDK's "never"
 	}
+	// An event store makes the event streams resumable (SEP-1699): each
+	// event gets an id, a POST's stream opens with a priming event, and a
+	// client whose connection drops mid-call reconnects with Last-Event-ID
+	// and is sent what it missed, the call's result included. Without one
+	// that result is lost. The store is in memory, bounded in total
+	// (oldest events go first) and a session's events go with it.
+	events := mcpsdk.NewMemoryEventStore(nil)
+	events.SetMaxBytes(EventStoreBytes)
 	h := mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return srv }, &mcpsdk.StreamableHTTPOptions{
 		Logger:                       log,
 		SessionTimeout:               idle,
 		PropagateRequestCancellation: true,
+		EventStore:                   events,
 	})
 	limit := maxSessions
 	if limit == 0 {
@@ -306,7 +326,7 @@ func sessionsHandler(srv *mcpsdk.Server, log *slog.Logger, maxSessions int, idle
 	if limit > 0 {
 		sessions = make(chan struct{}, limit)
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return rpcErrors(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("Mcp-Session-Id")
 		// The SDK ends a deleted session only once its handlers return, and
 		// lets them run on: stop the session's runs first. (Session ids are
@@ -338,7 +358,7 @@ func sessionsHandler(srv *mcpsdk.Server, log *slog.Logger, maxSessions int, idle
 			return
 		}
 		<-sessions
-	})
+	}))
 }
 
 // session returns the open session with the given id, or nil.

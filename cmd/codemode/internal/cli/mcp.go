@@ -69,7 +69,8 @@ to shared types are left out, logged.
 
 Exit status: 0 after a normal shutdown (end of input, SIGINT or SIGTERM),
 1 when the listener or the engine cannot start (without --fallback
-direct; or a server, under --require-all),
+direct; or a server, under --require-all) or standard input or output
+fails (a line that is not a JSON-RPC message only gets an error reply),
 2 for usage errors (bad flags, a bad config file, or an address the
 flags do not allow).
 `
@@ -372,11 +373,17 @@ func serveStdio(ctx context.Context, srv mcpServer, stdin io.Reader, stdout io.W
 		rc = io.NopCloser(stdin)
 	}
 	logger.Info("serving MCP on standard input/output")
-	err := srv.MCP().Run(ctx, &mcpsdk.IOTransport{Reader: rc, Writer: nopWriteCloser{stdout}})
+	// mcp.StdioTransport answers a line that is not a JSON-RPC message
+	// with a JSON-RPC error and goes on; the SDK's own transport would end
+	// the session there. So an error here is fatal (standard input or
+	// output failed), and the exit status says so; the end of input is not
+	// an error.
+	err := srv.MCP().Run(ctx, mcp.StdioTransport(rc, stdout))
+	logger.Info("shutting down")
 	if err != nil && ctx.Err() == nil {
 		logger.Error("the MCP session ended with an error", "error", err)
+		return exitFailure
 	}
-	logger.Info("shutting down")
 	return exitOK
 }
 
@@ -453,7 +460,3 @@ func serveHTTP(ctx context.Context, cfg httpConfig, srv mcpServer, logger *slog.
 	<-served
 	return exitOK
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
