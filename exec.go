@@ -109,13 +109,9 @@ func (rt *Runtime) start(ctx context.Context, code string, hold bool) (ex *execu
 			return nil, sr, &Result{ToolCalls: []ToolCall{}}, errNoSuspend
 		}
 	}
-	if e := language.Check(code); e != nil {
-		return nil, sr, &Result{Error: compileDiagnostic(e), ToolCalls: []ToolCall{}}, nil
-	}
-	pragma, perr := ParsePragma(code)
-	if perr != nil {
-		return nil, sr, &Result{Error: &Diagnostic{Kind: ParseError, Message: "the @exec pragma: " + perr.Error(),
-			Location: &Location{Line: pragmaLine(code), Column: 1}}, ToolCalls: []ToolCall{}}, nil
+	pragma, refused := precheck(code)
+	if refused != nil {
+		return nil, sr, refused, nil
 	}
 	// The program runs as written; only one that does not compile that
 	// way (TypeScript, or a syntax error) goes through the language's
@@ -139,6 +135,20 @@ func (rt *Runtime) start(ctx context.Context, code string, hold bool) (ex *execu
 		return nil, sr, &Result{Error: &Diagnostic{Kind: ExecutionFailure, Message: err.Error()}, ToolCalls: []ToolCall{}}, err
 	}
 	return ex, sr, nil, nil
+}
+
+// precheck refuses a program no parser may see (language.Check) and
+// reads its pragma: the Result of a refused program, or its pragma.
+func precheck(code string) (Pragma, *Result) {
+	if e := language.Check(code); e != nil {
+		return Pragma{}, &Result{Error: compileDiagnostic(e), ToolCalls: []ToolCall{}}
+	}
+	pragma, err := ParsePragma(code)
+	if err != nil {
+		return Pragma{}, &Result{Error: &Diagnostic{Kind: ParseError, Message: "the @exec pragma: " + err.Error(),
+			Location: &Location{Line: pragmaLine(code), Column: 1}}, ToolCalls: []ToolCall{}}
+	}
+	return pragma, nil
 }
 
 func (rt *Runtime) newExecution(ctx context.Context, src *source, lim limits, hold bool) *execution {

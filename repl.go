@@ -144,13 +144,9 @@ func (rt *Runtime) startREPL(ctx context.Context, code string, from *sandbox.Sta
 	if _, ok := rt.sb.(guest.Suspender); !ok {
 		return nil, sr, &Result{ToolCalls: []ToolCall{}}, errNoSuspend
 	}
-	if e := language.Check(code); e != nil {
-		return nil, sr, &Result{Error: compileDiagnostic(e), ToolCalls: []ToolCall{}}, nil
-	}
-	pragma, perr := ParsePragma(code)
-	if perr != nil {
-		return nil, sr, &Result{Error: &Diagnostic{Kind: ParseError, Message: "the @exec pragma: " + perr.Error(),
-			Location: &Location{Line: pragmaLine(code), Column: 1}}, ToolCalls: []ToolCall{}}, nil
+	pragma, refused := precheck(code)
+	if refused != nil {
+		return nil, sr, refused, nil
 	}
 	// A cell runs as written: line n of the script is line n of the cell.
 	src := &source{code: code, repl: true, prog: &guest.Program{Script: code, Locate: func(line, col int) (int, int, bool) {
