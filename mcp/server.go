@@ -49,17 +49,26 @@ type ServerOptions struct {
 	// negative is an error.
 	MaxRuns int
 
-	// MaxSessions is the most sessions [Server.HTTPHandler] keeps at once;
-	// a request that would open one more is refused with 503 Service
-	// Unavailable until a session ends or expires. Zero means
-	// DefaultMaxSessions; negative means no limit.
+	// MaxSessions is the most sessions [Server.HTTPHandler] keeps at once.
+	// A request that would open one more closes an idle session to make
+	// room — one with no request being served and no run or cell in
+	// flight: first one whose client holds no event stream open, then one
+	// that never had a request after its initialization, then the least
+	// recently used — whose client gets 404 on its next request and
+	// starts a new session, as the protocol prescribes. Only when every
+	// session is busy is it refused, with 503 Service Unavailable and a
+	// JSON-RPC error as the body. Zero means DefaultMaxSessions; negative
+	// means no limit.
 	MaxSessions int
 
 	// SessionIdleTimeout closes an HTTP session that has had no request
-	// for this long, freeing what it holds. A POST in flight (a run) keeps
-	// its session alive; an open event stream (GET) does not, as the SDK
-	// counts only POSTs. Zero means DefaultSessionIdleTimeout; negative
-	// means sessions never expire.
+	// for this long, freeing what it holds; a session that has had no
+	// request since its initialization closes after
+	// DefaultFreshSessionTimeout (a minute) when that is shorter. A
+	// session with a request being served, a run in flight or a running
+	// cell does not expire; an open event stream (GET) does not keep it,
+	// as the SDK's own timeout counts only POSTs. Zero means
+	// DefaultSessionIdleTimeout; negative means sessions never expire.
 	SessionIdleTimeout time.Duration
 
 	// Runs keeps the runs that wait for the user's approval (see
@@ -176,6 +185,8 @@ type Server struct {
 	// parallel up to the cap, and a waiter can give up when its context
 	// ends.
 	slots chan struct{}
+	// freshTimeout replaces DefaultFreshSessionTimeout when not zero (tests).
+	freshTimeout time.Duration
 }
 
 // ErrServerClosed is returned by SetTools after Close.
@@ -257,9 +268,9 @@ func (s *Server) Runtime() *codemode.Runtime {
 // progress and list_changed notifications reach the client) and the SDK's
 // DNS-rebinding protection (a request reaching a loopback address must
 // name a loopback host). At most ServerOptions.MaxSessions sessions are
-// open at once, and a session idle for SessionIdleTimeout is closed; its
-// client gets 404 on its next request and, as the protocol prescribes,
-// starts a new session.
+// open at once, a new one taking the place of an idle one, and a session
+// idle for SessionIdleTimeout is closed; its client gets 404 on its next
+// request and, as the protocol prescribes, starts a new session.
 //
 // A client that ends its session (DELETE) stops its runs in flight; one
 // that cancels a call stops that run; one whose connection just drops
@@ -267,71 +278,7 @@ func (s *Server) Runtime() *codemode.Runtime {
 // bind it to loopback or put it behind one. Each call makes a handler
 // with its own sessions: call it once.
 func (s *Server) HTTPHandler() http.Handler {
-	return sessionsHandler(s.mcp, s.log, s.opts.MaxSessions, s.opts.SessionIdleTimeout, s.cancelSession)
-}
-
-// sessionsHandler serves srv over streamable HTTP with at most
-// maxSessions sessions open at once and idle ones closed after idle (the
-// ServerOptions conventions: zero means the default, negative none).
-// onDelete, when not nil, is told of a session its client ends before
-// the SDK ends it.
-func sessionsHandler(srv *mcpsdk.Server, log *slog.Logger, maxSessions int, idle time.Duration, onDelete func(id string)) http.Handler {
-	switch {
-	case idle == 0:
-		idle = DefaultSessionIdleTimeout
-	case idle < 0:
-		idle = 0 // the SDK's "never"
-	}
-	h := mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return srv }, &mcpsdk.StreamableHTTPOptions{
-		Logger:                       log,
-		SessionTimeout:               idle,
-		PropagateRequestCancellation: true,
-	})
-	limit := maxSessions
-	if limit == 0 {
-		limit = DefaultMaxSessions
-	}
-	// The SDK has no session cap, so the handler keeps one token per
-	// session it let the SDK open, taken before the SDK sees the request
-	// (two racing requests cannot both take the last one) and given back
-	// when the session closes, however it closes.
-	var sessions chan struct{}
-	if limit > 0 {
-		sessions = make(chan struct{}, limit)
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get("Mcp-Session-Id")
-		// The SDK ends a deleted session only once its handlers return, and
-		// lets them run on: stop the session's runs first. (Session ids are
-		// unguessable, so a forged DELETE cannot name one.)
-		if id != "" && r.Method == http.MethodDelete && onDelete != nil {
-			onDelete(id)
-		}
-		// Only a POST without a session id opens a session.
-		if sessions == nil || id != "" || r.Method != http.MethodPost {
-			h.ServeHTTP(w, r)
-			return
-		}
-		select {
-		case sessions <- struct{}{}:
-		default:
-			log.Warn("refused a new HTTP session: at the session limit", "maxSessions", limit, "remote", r.RemoteAddr)
-			http.Error(w, fmt.Sprintf("Service Unavailable: the server already has its limit of %s open; "+
-				"end one (DELETE) or retry once an idle session has expired", plural(limit, "session")), http.StatusServiceUnavailable)
-			return
-		}
-		h.ServeHTTP(w, r)
-		// The SDK has answered: a session it kept open is listed under the
-		// id it sent back; one whose initialization failed is already gone.
-		if ss := sessionByID(srv, w.Header().Get("Mcp-Session-Id")); ss != nil {
-			go func() {
-				_ = ss.Wait()
-				<-sessions
-			}()
-			return
-		}
-		<-sessions
-	})
+	return sessionsHandler(s.mcp, s.log, s.opts.MaxSessions, s.opts.SessionIdleTimeout, s.freshTimeout, s.cancelSession, s.sessionBusy)
 }
 
 // session returns the open session with the given id, or nil.
@@ -348,6 +295,15 @@ func sessionByID(srv *mcpsdk.Server, id string) *mcpsdk.ServerSession {
 		}
 	}
 	return nil
+}
+
+// sessionBusy reports whether an HTTP session has a run in flight (one
+// waiting for a slot, too) or a running cell: such a session is neither
+// evicted nor expired.
+func (s *Server) sessionBusy(id string) bool {
+	s.runsMu.Lock()
+	defer s.runsMu.Unlock()
+	return len(s.runs[id]) > 0 || len(s.cells[id]) > 0
 }
 
 // track registers a run's cancel function under its session.
