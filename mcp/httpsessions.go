@@ -227,10 +227,10 @@ func (t *httpSessions) end(e *httpSession, method string) {
 	case http.MethodPost:
 		e.posts--
 		e.last = time.Now()
+		t.arm(e)
 	case http.MethodGet:
 		e.streams--
 	}
-	t.arm(e)
 }
 
 // arm starts e's idle clock once it has no request in flight.
