@@ -41,13 +41,39 @@ type ServerOptions struct {
 	Logger *slog.Logger
 
 	// MaxRuns is the most execute runs in flight at once, across all
-	// sessions and transports; a call over it waits for a slot under its
-	// request's context, and fails with an ExecutionFailure result if the
-	// request ends first. Each run holds an engine instance (up to
-	// Runtime.MaxMemoryBytes) and CPU, so without a cap a client that sends
-	// many calls at once takes the whole machine. Zero means no limit;
-	// negative is an error.
+	// sessions and transports; a call over it waits for a slot. Each run
+	// holds an engine instance (up to Runtime.MaxMemoryBytes) and CPU, so
+	// without a cap a client that sends many calls at once takes the
+	// whole machine. Zero means no limit; negative is an error.
+	//
+	// The slots are shared fairly among sessions: each session's calls
+	// wait in a queue of their own, and a freed slot goes to the waiting
+	// session that has used the least slot time lately (time held,
+	// fading with a half-life of a minute; half a second for a session
+	// none of whose runs has ended; ties to the call waiting longest). So
+	// sessions take turns, and one whose programs run long (a loop that
+	// runs to its timeout) waits behind the others instead of making them
+	// wait. A session holds at most max(1, MaxRuns/2) slots while another
+	// session holds or waits for one, and sessions that have used more
+	// than a second lately hold at most MaxRuns - max(1, MaxRuns/4)
+	// together (when MaxRuns > 1): the rest stay for sessions whose
+	// programs end quickly. A running program keeps its slot: new
+	// sessions that all loop can hold every slot, once, for a run
+	// timeout. A call that cannot get a slot — its request ends, it
+	// waits RunWait, or its session already has MaxQueuedRuns calls
+	// waiting — fails with an ExecutionFailure result saying why.
 	MaxRuns int
+
+	// MaxQueuedRuns is how many execute calls of one session may wait
+	// for a run slot at once (with MaxRuns); one more fails at once. Zero
+	// means DefaultMaxQueuedRuns; negative means no limit.
+	MaxQueuedRuns int
+
+	// RunWait is the longest an execute call waits for a run slot (with
+	// MaxRuns) before it fails. Zero means DefaultRunWait or
+	// Runtime.Timeout, whichever is shorter; negative means as long as
+	// its request lasts.
+	RunWait time.Duration
 
 	// MaxSessions is the most sessions [Server.HTTPHandler] keeps at once.
 	// A request that would open one more closes an idle session to make
@@ -180,13 +206,13 @@ type Server struct {
 	replMu sync.Mutex
 	repl   map[string]*replSession
 
-	// slots holds one token per run in flight when MaxRuns caps them; nil
-	// means no cap. A channel rather than a mutex: runs proceed in
-	// parallel up to the cap, and a waiter can give up when its context
-	// ends.
-	slots chan struct{}
+	// slots shares the run slots among sessions when MaxRuns caps them;
+	// nil means no cap.
+	slots *runSlots
 	// freshTimeout replaces DefaultFreshSessionTimeout when not zero (tests).
 	freshTimeout time.Duration
+	// refusedRuns rate-limits the log lines of refused execute calls.
+	refusedRuns refusalLog
 }
 
 // ErrServerClosed is returned by SetTools after Close.
@@ -226,7 +252,18 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	_, _ = rand.Read(s.stateKey[:])
 	_, _ = rand.Read(s.ticketKey[:])
 	if opts.MaxRuns > 0 {
-		s.slots = make(chan struct{}, opts.MaxRuns)
+		queue := opts.MaxQueuedRuns
+		if queue == 0 {
+			queue = DefaultMaxQueuedRuns
+		}
+		wait := opts.RunWait
+		if wait == 0 {
+			wait = DefaultRunWait
+			if t := opts.Runtime.Timeout; t > 0 && t < wait {
+				wait = t
+			}
+		}
+		s.slots = newRunSlots(opts.MaxRuns, max(queue, 0), max(wait, 0))
 	}
 	s.mcp = mcpsdk.NewServer(&mcpsdk.Implementation{Name: opts.Name, Version: opts.Version}, &mcpsdk.ServerOptions{
 		Instructions: "Call the `execute` tool with a JavaScript or TypeScript program; the tool's description explains the program's environment and lists the tools it can call.",
@@ -347,6 +384,9 @@ func (s *Server) cancelSession(session string) {
 	s.replMu.Lock()
 	delete(s.repl, session)
 	s.replMu.Unlock()
+	if s.slots != nil {
+		s.slots.forget(session)
+	}
 	if v := s.opts.Runtime.Values; v != nil {
 		if err := v.Drop(ctx, session); err != nil {
 			s.log.Warn("the session's stored values could not be dropped", "error", err)
@@ -683,16 +723,20 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 	var release func()
 	if s.slots != nil {
 		// After track, so that ending the session also ends the wait.
+		session := ""
+		if req.Session != nil {
+			session = s.sessionName(req.Session)
+		}
 		var waited time.Duration
-		var ok bool
-		release, waited, ok = s.acquireRun(ctx)
-		if !ok {
-			s.log.Warn("execute refused: its request ended while it waited for a run slot",
-				"maxRuns", cap(s.slots), "waited", waited.Round(time.Millisecond), "codeBytes", len(code))
+		var refused *slotRefusal
+		release, waited, refused = s.slots.acquire(ctx, session)
+		if refused != nil {
+			msg := s.slotRefusalMessage(refused)
+			s.refusedRuns.warn(s.log, "execute refused: no run slot", "why", refusalWhy(refused.reason),
+				"maxRuns", s.slots.max, "waited", refused.waited.Round(time.Millisecond), "sessionRuns", refused.held,
+				"sessionWaiting", refused.waiting, "codeBytes", len(code))
 			return toolResult(codemode.Result{
-				Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: fmt.Sprintf(
-					"the program did not run: the server was already running its limit of %s at once, "+
-						"and the request ended after waiting %v for one to finish", plural(cap(s.slots), "program"), waited.Round(time.Millisecond))},
+				Error:     &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: msg, Cause: codemode.CauseHost},
 				ToolCalls: []codemode.ToolCall{},
 			}), nil
 		}
@@ -866,23 +910,33 @@ type Parked struct {
 	Calls []codemode.PendingCall `json:"calls"`
 }
 
-// acquireRun takes a run slot, waiting under ctx when all are taken. It
-// reports how long it waited (zero when a slot was free) and false when
-// ctx ended first.
-func (s *Server) acquireRun(ctx context.Context) (release func(), waited time.Duration, ok bool) {
-	release = func() { <-s.slots }
-	select {
-	case s.slots <- struct{}{}:
-		return release, 0, true
-	default:
+// slotRefusalMessage tells the model why its program did not run, with
+// the numbers, and what to do.
+func (s *Server) slotRefusalMessage(r *slotRefusal) string {
+	limit := fmt.Sprintf("the server runs at most %s at once, at most %d for one session while others wait",
+		plural(s.slots.max, "program"), s.slots.share)
+	switch r.reason {
+	case slotQueueFull:
+		return fmt.Sprintf("the program did not run: this session already has %s waiting for a run slot, the most it may have (%s); "+
+			"wait for those calls to answer before sending more", plural(r.waiting, "program"), limit)
+	case slotWaitBound:
+		return fmt.Sprintf("the program did not run: it waited %v for a run slot, the longest a program may wait, and none came free "+
+			"(%s; this session was running %d and had %d waiting); the server is busy: retry later, and end programs that loop",
+			s.slots.wait.Round(time.Millisecond), limit, r.held, r.waiting)
 	}
-	start := time.Now()
-	select {
-	case s.slots <- struct{}{}:
-		return release, time.Since(start), true
-	case <-ctx.Done():
-		return nil, time.Since(start), false
+	return fmt.Sprintf("the program did not run: the server was already running its limit of %s at once, "+
+		"and the request ended after waiting %v for one to finish", plural(s.slots.max, "program"), r.waited.Round(time.Millisecond))
+}
+
+// refusalWhy names a slot refusal's reason for the log.
+func refusalWhy(r slotReason) string {
+	switch r {
+	case slotQueueFull:
+		return "session queue full"
+	case slotWaitBound:
+		return "waited too long"
 	}
+	return "request ended"
 }
 
 // onToolCallEnd reports a finished call: to the run's progress reporter,

@@ -47,7 +47,7 @@ sessions are open at once: a new one takes the place of the least
 recently used idle one (503 only when every session is busy); a session
 idle for --http-idle-timeout is closed (one never used after its
 initialize after a minute), and at most --max-runs programs run at once
-over all sessions (more wait their turn).
+over all sessions (more wait their turn, shared fairly among sessions).
 
 The server answers its clients at once, while the --config servers
 start: the execute description names the ones still connecting, and a
