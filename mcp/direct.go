@@ -100,7 +100,7 @@ func (d *DirectServer) MCP() *mcpsdk.Server { return d.mcp }
 // HTTPHandler serves the server over streamable HTTP, with the session
 // limits of DirectOptions. Call it once.
 func (d *DirectServer) HTTPHandler() http.Handler {
-	return sessionsHandler(d.mcp, d.log, d.opts.MaxSessions, d.opts.SessionIdleTimeout, nil)
+	return sessionsHandler(d.mcp, d.log, d.opts.MaxSessions, d.opts.SessionIdleTimeout, 0, nil, nil)
 }
 
 // directTool is one tool to serve.

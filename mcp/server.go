@@ -41,25 +41,60 @@ type ServerOptions struct {
 	Logger *slog.Logger
 
 	// MaxRuns is the most execute runs in flight at once, across all
-	// sessions and transports; a call over it waits for a slot under its
-	// request's context, and fails with an ExecutionFailure result if the
-	// request ends first. Each run holds an engine instance (up to
-	// Runtime.MaxMemoryBytes) and CPU, so without a cap a client that sends
-	// many calls at once takes the whole machine. Zero means no limit;
-	// negative is an error.
+	// sessions and transports; a call over it waits for a slot. Each run
+	// holds an engine instance (up to Runtime.MaxMemoryBytes) and CPU, so
+	// without a cap a client that sends many calls at once takes the
+	// whole machine. Zero means no limit; negative is an error.
+	//
+	// The slots are shared fairly among sessions: each session's calls
+	// wait in a queue of their own, and a freed slot goes to the waiting
+	// session that has used the least slot time lately (time held,
+	// fading with a half-life of a minute; half a second for a session
+	// none of whose runs has ended; ties to the call waiting longest). So
+	// sessions take turns, and one whose programs run long (a loop that
+	// runs to its timeout) waits behind the others instead of making them
+	// wait. A session holds at most max(1, MaxRuns/2) slots while another
+	// session holds or waits for one, and sessions that have used more
+	// than a second lately hold at most MaxRuns - max(1, MaxRuns/4)
+	// together (when MaxRuns > 1): the rest stay for sessions whose
+	// programs end quickly. A running program keeps its slot: new
+	// sessions that all loop can hold every slot, once, for a run
+	// timeout. A call that cannot get a slot — its request ends, it
+	// waits RunWait, or its session already has MaxQueuedRuns calls
+	// waiting — fails with an ExecutionFailure result saying why.
 	MaxRuns int
 
-	// MaxSessions is the most sessions [Server.HTTPHandler] keeps at once;
-	// a request that would open one more is refused with 503 Service
-	// Unavailable until a session ends or expires. Zero means
-	// DefaultMaxSessions; negative means no limit.
+	// MaxQueuedRuns is how many execute calls of one session may wait
+	// for a run slot at once (with MaxRuns); one more fails at once. Zero
+	// means DefaultMaxQueuedRuns; negative means no limit.
+	MaxQueuedRuns int
+
+	// RunWait is the longest an execute call waits for a run slot (with
+	// MaxRuns) before it fails. Zero means DefaultRunWait or
+	// Runtime.Timeout, whichever is shorter; negative means as long as
+	// its request lasts.
+	RunWait time.Duration
+
+	// MaxSessions is the most sessions [Server.HTTPHandler] keeps at once.
+	// A request that would open one more closes an idle session to make
+	// room — one with no request being served and no run or cell in
+	// flight: first one whose client holds no event stream open, then one
+	// that never had a request after its initialization, then the least
+	// recently used — whose client gets 404 on its next request and
+	// starts a new session, as the protocol prescribes. Only when every
+	// session is busy is it refused, with 503 Service Unavailable and a
+	// JSON-RPC error as the body. Zero means DefaultMaxSessions; negative
+	// means no limit.
 	MaxSessions int
 
 	// SessionIdleTimeout closes an HTTP session that has had no request
-	// for this long, freeing what it holds. A POST in flight (a run) keeps
-	// its session alive; an open event stream (GET) does not, as the SDK
-	// counts only POSTs. Zero means DefaultSessionIdleTimeout; negative
-	// means sessions never expire.
+	// for this long, freeing what it holds; a session that has had no
+	// request since its initialization closes after
+	// DefaultFreshSessionTimeout (a minute) when that is shorter. A
+	// session with a request being served, a run in flight or a running
+	// cell does not expire; an open event stream (GET) does not keep it,
+	// as the SDK's own timeout counts only POSTs. Zero means
+	// DefaultSessionIdleTimeout; negative means sessions never expire.
 	SessionIdleTimeout time.Duration
 
 	// Runs keeps the runs that wait for the user's approval (see
@@ -185,11 +220,13 @@ type Server struct {
 	replMu sync.Mutex
 	repl   map[string]*replSession
 
-	// slots holds one token per run in flight when MaxRuns caps them; nil
-	// means no cap. A channel rather than a mutex: runs proceed in
-	// parallel up to the cap, and a waiter can give up when its context
-	// ends.
-	slots chan struct{}
+	// slots shares the run slots among sessions when MaxRuns caps them;
+	// nil means no cap.
+	slots *runSlots
+	// freshTimeout replaces DefaultFreshSessionTimeout when not zero (tests).
+	freshTimeout time.Duration
+	// refusedRuns rate-limits the log lines of refused execute calls.
+	refusedRuns refusalLog
 }
 
 // ErrServerClosed is returned by SetTools after Close.
@@ -230,7 +267,18 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	_, _ = rand.Read(s.stateKey[:])
 	_, _ = rand.Read(s.ticketKey[:])
 	if opts.MaxRuns > 0 {
-		s.slots = make(chan struct{}, opts.MaxRuns)
+		queue := opts.MaxQueuedRuns
+		if queue == 0 {
+			queue = DefaultMaxQueuedRuns
+		}
+		wait := opts.RunWait
+		if wait == 0 {
+			wait = DefaultRunWait
+			if t := opts.Runtime.Timeout; t > 0 && t < wait {
+				wait = t
+			}
+		}
+		s.slots = newRunSlots(opts.MaxRuns, max(queue, 0), max(wait, 0))
 	}
 	s.mcp = mcpsdk.NewServer(&mcpsdk.Implementation{Name: opts.Name, Version: opts.Version}, &mcpsdk.ServerOptions{
 		Instructions: "Call the `execute` tool with a JavaScript or TypeScript program; the tool's description explains the program's environment and lists the tools it can call.",
@@ -272,9 +320,9 @@ func (s *Server) Runtime() *codemode.Runtime {
 // progress and list_changed notifications reach the client) and the SDK's
 // DNS-rebinding protection (a request reaching a loopback address must
 // name a loopback host). At most ServerOptions.MaxSessions sessions are
-// open at once, and a session idle for SessionIdleTimeout is closed; its
-// client gets 404 on its next request and, as the protocol prescribes,
-// starts a new session.
+// open at once, a new one taking the place of an idle one, and a session
+// idle for SessionIdleTimeout is closed; its client gets 404 on its next
+// request and, as the protocol prescribes, starts a new session.
 //
 // A client that ends its session (DELETE) stops its runs in flight; one
 // that cancels a call stops that run; one whose connection just drops
@@ -285,80 +333,7 @@ func (s *Server) Runtime() *codemode.Runtime {
 // JSON-RPC error (see rpcErrors). Each call makes a handler with its own
 // sessions: call it once.
 func (s *Server) HTTPHandler() http.Handler {
-	return sessionsHandler(s.mcp, s.log, s.opts.MaxSessions, s.opts.SessionIdleTimeout, s.cancelSession)
-}
-
-// sessionsHandler serves srv over streamable HTTP with at most
-// maxSessions sessions open at once and idle ones closed after idle (the
-// ServerOptions conventions: zero means the default, negative none).
-// onDelete, when not nil, is told of a session its client ends before
-// the SDK ends it.
-func sessionsHandler(srv *mcpsdk.Server, log *slog.Logger, maxSessions int, idle time.Duration, onDelete func(id string)) http.Handler {
-	switch {
-	case idle == 0:
-		idle = DefaultSessionIdleTimeout
-	case idle < 0:
-		idle = 0 // the SDK's "never"
-	}
-	// An event store makes the event streams resumable (SEP-1699): each
-	// event gets an id, a POST's stream opens with a priming event, and a
-	// client whose connection drops mid-call reconnects with Last-Event-ID
-	// and is sent what it missed, the call's result included. Without one
-	// that result is lost. The store is in memory, bounded in total
-	// (oldest events go first) and a session's events go with it.
-	events := mcpsdk.NewMemoryEventStore(nil)
-	events.SetMaxBytes(EventStoreBytes)
-	h := mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return srv }, &mcpsdk.StreamableHTTPOptions{
-		Logger:                       log,
-		SessionTimeout:               idle,
-		PropagateRequestCancellation: true,
-		EventStore:                   events,
-	})
-	limit := maxSessions
-	if limit == 0 {
-		limit = DefaultMaxSessions
-	}
-	// The SDK has no session cap, so the handler keeps one token per
-	// session it let the SDK open, taken before the SDK sees the request
-	// (two racing requests cannot both take the last one) and given back
-	// when the session closes, however it closes.
-	var sessions chan struct{}
-	if limit > 0 {
-		sessions = make(chan struct{}, limit)
-	}
-	return rpcErrors(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get("Mcp-Session-Id")
-		// The SDK ends a deleted session only once its handlers return, and
-		// lets them run on: stop the session's runs first. (Session ids are
-		// unguessable, so a forged DELETE cannot name one.)
-		if id != "" && r.Method == http.MethodDelete && onDelete != nil {
-			onDelete(id)
-		}
-		// Only a POST without a session id opens a session.
-		if sessions == nil || id != "" || r.Method != http.MethodPost {
-			h.ServeHTTP(w, r)
-			return
-		}
-		select {
-		case sessions <- struct{}{}:
-		default:
-			log.Warn("refused a new HTTP session: at the session limit", "maxSessions", limit, "remote", r.RemoteAddr)
-			http.Error(w, fmt.Sprintf("Service Unavailable: the server already has its limit of %s open; "+
-				"end one (DELETE) or retry once an idle session has expired", plural(limit, "session")), http.StatusServiceUnavailable)
-			return
-		}
-		h.ServeHTTP(w, r)
-		// The SDK has answered: a session it kept open is listed under the
-		// id it sent back; one whose initialization failed is already gone.
-		if ss := sessionByID(srv, w.Header().Get("Mcp-Session-Id")); ss != nil {
-			go func() {
-				_ = ss.Wait()
-				<-sessions
-			}()
-			return
-		}
-		<-sessions
-	}))
+	return sessionsHandler(s.mcp, s.log, s.opts.MaxSessions, s.opts.SessionIdleTimeout, s.freshTimeout, s.cancelSession, s.sessionBusy)
 }
 
 // session returns the open session with the given id, or nil.
@@ -375,6 +350,15 @@ func sessionByID(srv *mcpsdk.Server, id string) *mcpsdk.ServerSession {
 		}
 	}
 	return nil
+}
+
+// sessionBusy reports whether an HTTP session has a run in flight (one
+// waiting for a slot, too) or a running cell: such a session is neither
+// evicted nor expired.
+func (s *Server) sessionBusy(id string) bool {
+	s.runsMu.Lock()
+	defer s.runsMu.Unlock()
+	return len(s.runs[id]) > 0 || len(s.cells[id]) > 0
 }
 
 // track registers a run's cancel function under its session.
@@ -419,6 +403,9 @@ func (s *Server) cancelSession(session string) {
 	s.replMu.Lock()
 	delete(s.repl, session)
 	s.replMu.Unlock()
+	if s.slots != nil {
+		s.slots.forget(session)
+	}
 	if v := s.opts.Runtime.Values; v != nil {
 		if err := v.Drop(ctx, session); err != nil {
 			s.log.Warn("the session's stored values could not be dropped", "error", err)
@@ -761,16 +748,20 @@ func (s *Server) execute(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcp
 	var release func()
 	if s.slots != nil {
 		// After track, so that ending the session also ends the wait.
+		session := ""
+		if req.Session != nil {
+			session = s.sessionName(req.Session)
+		}
 		var waited time.Duration
-		var ok bool
-		release, waited, ok = s.acquireRun(ctx)
-		if !ok {
-			s.log.Warn("execute refused: its request ended while it waited for a run slot",
-				"maxRuns", cap(s.slots), "waited", waited.Round(time.Millisecond), "codeBytes", len(code))
+		var refused *slotRefusal
+		release, waited, refused = s.slots.acquire(ctx, session)
+		if refused != nil {
+			msg := s.slotRefusalMessage(refused)
+			s.refusedRuns.warn(s.log, "execute refused: no run slot", "why", refusalWhy(refused.reason),
+				"maxRuns", s.slots.max, "waited", refused.waited.Round(time.Millisecond), "sessionRuns", refused.held,
+				"sessionWaiting", refused.waiting, "codeBytes", len(code))
 			return toolResult(codemode.Result{
-				Error: &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: fmt.Sprintf(
-					"the program did not run: the server was already running its limit of %s at once, "+
-						"and the request ended after waiting %v for one to finish", plural(cap(s.slots), "program"), waited.Round(time.Millisecond))},
+				Error:     &codemode.Diagnostic{Kind: codemode.ExecutionFailure, Message: msg, Cause: codemode.CauseHost},
 				ToolCalls: []codemode.ToolCall{},
 			}), nil
 		}
@@ -971,23 +962,33 @@ type Parked struct {
 	Calls []codemode.PendingCall `json:"calls"`
 }
 
-// acquireRun takes a run slot, waiting under ctx when all are taken. It
-// reports how long it waited (zero when a slot was free) and false when
-// ctx ended first.
-func (s *Server) acquireRun(ctx context.Context) (release func(), waited time.Duration, ok bool) {
-	release = func() { <-s.slots }
-	select {
-	case s.slots <- struct{}{}:
-		return release, 0, true
-	default:
+// slotRefusalMessage tells the model why its program did not run, with
+// the numbers, and what to do.
+func (s *Server) slotRefusalMessage(r *slotRefusal) string {
+	limit := fmt.Sprintf("the server runs at most %s at once, at most %d for one session while others wait",
+		plural(s.slots.max, "program"), s.slots.share)
+	switch r.reason {
+	case slotQueueFull:
+		return fmt.Sprintf("the program did not run: this session already has %s waiting for a run slot, the most it may have (%s); "+
+			"wait for those calls to answer before sending more", plural(r.waiting, "program"), limit)
+	case slotWaitBound:
+		return fmt.Sprintf("the program did not run: it waited %v for a run slot, the longest a program may wait, and none came free "+
+			"(%s; this session was running %d and had %d waiting); the server is busy: retry later, and end programs that loop",
+			s.slots.wait.Round(time.Millisecond), limit, r.held, r.waiting)
 	}
-	start := time.Now()
-	select {
-	case s.slots <- struct{}{}:
-		return release, time.Since(start), true
-	case <-ctx.Done():
-		return nil, time.Since(start), false
+	return fmt.Sprintf("the program did not run: the server was already running its limit of %s at once, "+
+		"and the request ended after waiting %v for one to finish", plural(s.slots.max, "program"), r.waited.Round(time.Millisecond))
+}
+
+// refusalWhy names a slot refusal's reason for the log.
+func refusalWhy(r slotReason) string {
+	switch r {
+	case slotQueueFull:
+		return "session queue full"
+	case slotWaitBound:
+		return "waited too long"
 	}
+	return "request ended"
 }
 
 // onToolCallEnd reports a finished call: to the run's progress reporter,

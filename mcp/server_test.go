@@ -612,79 +612,20 @@ func sessionCount(srv *Server) int {
 	return n
 }
 
-// TestServerHTTPSessionLimit: the session cap refuses one session too
-// many with 503 and a message saying why, for raw requests and for the
-// SDK's client, and an ended session frees its slot.
-func TestServerHTTPSessionLimit(t *testing.T) {
-	logger, logs := newLogRecorder()
-	srv := newServerWith(t, ServerOptions{Logger: logger, MaxSessions: 2})
-	ts := httptest.NewServer(srv.HTTPHandler())
-	t.Cleanup(ts.Close)
-
-	var ids []string
-	for range 2 {
-		status, id, body := rawInitialize(t, ts.URL)
-		if status != http.StatusOK || id == "" {
-			t.Fatalf("got status %d, session %q, want 200 and a session: %s", status, id, body)
-		}
-		ids = append(ids, id)
-	}
-	status, id, body := rawInitialize(t, ts.URL)
-	if status != http.StatusServiceUnavailable || id != "" || !strings.Contains(body, "limit of 2 sessions") {
-		t.Errorf("got status %d, session %q, body %q; want 503, none, and the limit named", status, id, body)
-	}
-	_, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).
-		Connect(context.Background(), &mcpsdk.StreamableClientTransport{Endpoint: ts.URL, MaxRetries: -1}, nil)
-	if err == nil || !strings.Contains(err.Error(), "Service Unavailable") {
-		t.Errorf("got client error %v, want Service Unavailable", err)
-	}
-	if !strings.Contains(logs(), "refused a new HTTP session") {
-		t.Errorf("the refusal is not logged:\n%s", logs())
-	}
-	if got := sessionCount(srv); got != 2 {
-		t.Errorf("got %d sessions, want 2", got)
-	}
-
-	// Ending a session frees its slot for the next client.
-	req, _ := http.NewRequest(http.MethodDelete, ts.URL, nil)
-	req.Header.Set("Mcp-Session-Id", ids[0])
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	var last int
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if last, _, _ = rawInitialize(t, ts.URL); last == http.StatusOK {
-			break
-		}
-	}
-	if last != http.StatusOK {
-		t.Errorf("got status %d after a DELETE, want 200", last)
-	}
-}
-
 // TestServerHTTPSessionIdle: a session without requests for
 // SessionIdleTimeout is closed and its slot and memory freed; its id is
 // then unknown (404), which tells its client to start a new session.
 func TestServerHTTPSessionIdle(t *testing.T) {
-	srv := newServerWith(t, ServerOptions{MaxSessions: 1, SessionIdleTimeout: 300 * time.Millisecond})
+	srv := newServerWith(t, ServerOptions{SessionIdleTimeout: 300 * time.Millisecond})
 	ts := httptest.NewServer(srv.HTTPHandler())
 	t.Cleanup(ts.Close)
 	status, first, body := rawInitialize(t, ts.URL)
 	if status != http.StatusOK {
 		t.Fatalf("got status %d, want 200: %s", status, body)
 	}
-	// Not a timing assertion beyond a generous bound: the one slot frees
-	// once the session has been idle for its timeout.
-	var second string
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && second == ""; time.Sleep(50 * time.Millisecond) {
-		if status, id, _ := rawInitialize(t, ts.URL); status == http.StatusOK {
-			second = id
-		}
-	}
-	if second == "" {
-		t.Fatal("got no new session within 20s, want the idle one expired and its slot freed")
+	// Not a timing assertion beyond a generous bound: the session closes
+	// once it has been idle for its timeout.
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && srv.session(first) != nil; time.Sleep(50 * time.Millisecond) {
 	}
 	if srv.session(first) != nil {
 		t.Errorf("got session %s still held, want it closed", first)

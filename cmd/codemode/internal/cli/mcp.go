@@ -43,9 +43,11 @@ variable --http-token-env names so it is not on the command line; with a
 token, on loopback too, every request must carry "Authorization: Bearer
 TOKEN" (401 otherwise). The server speaks plain HTTP: off loopback, put
 TLS in front of it. At most --http-max-sessions
-sessions are open at once (503 beyond), a session idle for
---http-idle-timeout is closed, and at most --max-runs programs run at
-once over all sessions (more wait their turn).
+sessions are open at once: a new one takes the place of the least
+recently used idle one (503 only when every session is busy); a session
+idle for --http-idle-timeout is closed (one never used after its
+initialize after a minute), and at most --max-runs programs run at once
+over all sessions (more wait their turn, shared fairly among sessions).
 
 The server answers its clients at once, while the --config servers
 start: the execute description names the ones still connecting, and a
@@ -120,7 +122,7 @@ func (f *mcpFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxRuns, "max-runs", defaultMaxRuns(), "most programs running at once over all sessions, by default twice GOMAXPROCS; more wait for a slot (0 = no limit)")
 	fs.BoolVar(&f.httpAllowRemote, "http-allow-remote", false, "let --http bind a non-loopback address (needs --http-token-env)")
 	fs.StringVar(&f.httpTokenEnv, "http-token-env", "", "require the bearer token held in environment variable `NAME` on every HTTP request (at least 16 bytes)")
-	fs.IntVar(&f.httpMaxSessions, "http-max-sessions", mcp.DefaultMaxSessions, "most HTTP sessions open at once; more are refused with 503 (0 = no limit)")
+	fs.IntVar(&f.httpMaxSessions, "http-max-sessions", mcp.DefaultMaxSessions, "most HTTP sessions open at once; a new one closes the least recently used idle one, and is refused with 503 only when every session is busy (0 = no limit)")
 	f.httpIdleTimeout = duration(mcp.DefaultSessionIdleTimeout)
 	fs.Var(&f.httpIdleTimeout, "http-idle-timeout", "close an HTTP session after this long without a request, a `duration` (0 = never)")
 	fs.BoolVar(&f.cells, "cells", false, "let runs outlive their execute call: execute takes yieldMs, and a wait tool collects the rest")

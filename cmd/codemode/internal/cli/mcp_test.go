@@ -556,30 +556,74 @@ func TestMCPHTTPToken(t *testing.T) {
 	}
 }
 
-// TestMCPHTTPSessionFlags: --http-max-sessions refuses a session too many
-// with 503, and --http-idle-timeout frees an idle one.
+// TestMCPHTTPSessionFlags: with --http-max-sessions 1 a new session takes
+// the place of an idle one, one is refused with 503 and a JSON-RPC error
+// while the only session is busy, and --http-idle-timeout closes an idle
+// one.
 func TestMCPHTTPSessionFlags(t *testing.T) {
 	url, stderr := startHTTPAt(t, "127.0.0.1:0", "--http-max-sessions", "1", "--http-idle-timeout", "3s")
-	if resp, body := post(t, url, nil); resp.StatusCode != http.StatusOK {
+	resp, body := post(t, url, nil)
+	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("first session: got %d %q, want 200", resp.StatusCode, body)
 	}
-	// Within the idle timeout (a generous 3s between two requests).
-	if resp, body := post(t, url, nil); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "limit of 1 session open") {
-		t.Errorf("second session: got %d %q, want 503 naming the limit", resp.StatusCode, body)
+	first := resp.Header.Get("Mcp-Session-Id")
+	if resp, body := post(t, url, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("second session: got %d %q, want 200 in the idle one's place", resp.StatusCode, body)
+	}
+	if status := ping(t, url, first); status != http.StatusNotFound {
+		t.Errorf("the evicted session: got %d, want 404", status)
+	}
+
+	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).
+		Connect(context.Background(), &mcpsdk.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	slow := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: "execute",
+			Arguments: map[string]any{"code": `await new Promise((r) => setTimeout(r, 2000)); return "slow"`}})
+		slow <- err
+	}()
+	time.Sleep(500 * time.Millisecond) // let the run start
+	if resp, body := post(t, url, nil); resp.StatusCode != http.StatusServiceUnavailable ||
+		!strings.Contains(body, `"error":{"code":-32000,"message":"the server already has its limit of 1 session open`) {
+		t.Errorf("with the session busy: got %d %q, want 503 with a JSON-RPC error naming the limit", resp.StatusCode, body)
 	}
 	if !strings.Contains(stderr.String(), "refused a new HTTP session") {
 		t.Errorf("the refusal is not logged:\n%s", stderr)
 	}
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+	// Idle for --http-idle-timeout, the session closes. (Each ping is a
+	// request, so each pause is longer than the timeout.)
 	var status int
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if resp, _ := post(t, url, nil); resp.StatusCode == http.StatusOK {
-			status = resp.StatusCode
+	for _, pause := range []time.Duration{4 * time.Second, 8 * time.Second, 16 * time.Second} {
+		time.Sleep(pause)
+		if status = ping(t, url, cs.ID()); status == http.StatusNotFound {
 			break
 		}
 	}
-	if status != http.StatusOK {
-		t.Error("got no new session within 30s, want the idle one expired")
+	if status != http.StatusNotFound {
+		t.Errorf("got %d for the session idle for 16s, want 404 (expired)", status)
 	}
+}
+
+// ping sends a ping in session id and returns the status.
+func ping(t *testing.T, url, id string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"ping"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // TestMCPMaxRuns: with --max-runs 1, a call made while another program
