@@ -169,7 +169,11 @@ func TestRunSlotsUsageOrder(t *testing.T) {
 		t.Errorf("got %s first, want light", first)
 	}
 	<-got
-	if r.running != 0 || r.active != 0 {
-		t.Errorf("got %d running, %d active after all released, want 0", r.running, r.active)
-	}
+	// Each goroutine releases after it reports: wait for the releases,
+	// reading under the lock the releases take.
+	eventually(t, "every slot released", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.running == 0 && r.active == 0
+	})
 }

@@ -160,11 +160,24 @@ func startStdioCommand(t *testing.T, ctx context.Context, name string, copts *mc
 	outR, outW := io.Pipe()
 	stderr := &syncBuffer{}
 	exit := make(chan int, 1)
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		code := runMCPAs(ctx, name, append([]string{"--cache-dir", engineCache}, args...), inR, outW, stderr)
 		outW.Close()
 		exit <- code
 	}()
+	// The server ends with the test, before the test's temporary
+	// directories (which it may be writing) are removed: cleanups run
+	// last-registered first.
+	t.Cleanup(func() {
+		inW.Close()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("the server did not stop when its input closed\n%s", stderr)
+		}
+	})
 	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, copts).
 		Connect(context.Background(), &mcpsdk.IOTransport{Reader: outR, Writer: inW}, nil)
 	if err != nil {
