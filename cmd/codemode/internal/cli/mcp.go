@@ -99,6 +99,8 @@ type mcpFlags struct {
 	cells           bool
 	sessionState    bool
 	richContent     bool
+	maxQueuedRuns   int
+	runWait         duration
 	repl            bool
 	replMaxState    byteSize
 	fallback        string // none or direct: what to serve when the engine cannot start
@@ -120,6 +122,8 @@ func (f *mcpFlags) register(fs *flag.FlagSet) {
 	f.runtime.registerEngine(fs)
 	fs.StringVar(&f.httpAddr, "http", "", "serve streamable HTTP at ADDR (host:port, loopback unless --http-allow-remote; path /mcp) instead of standard input/output")
 	fs.IntVar(&f.maxRuns, "max-runs", defaultMaxRuns(), "most programs running at once over all sessions, by default twice GOMAXPROCS; more wait for a slot (0 = no limit)")
+	fs.IntVar(&f.maxQueuedRuns, "max-queued-runs", mcp.DefaultMaxQueuedRuns, "most execute calls of one session waiting for a run slot; one more fails at once (0 = no limit)")
+	fs.Var(&f.runWait, "run-wait", "the longest an execute call waits for a run slot before it fails, a `duration` (default 30s, or --timeout if shorter; 0 = as long as its request lasts)")
 	fs.BoolVar(&f.httpAllowRemote, "http-allow-remote", false, "let --http bind a non-loopback address (needs --http-token-env)")
 	fs.StringVar(&f.httpTokenEnv, "http-token-env", "", "require the bearer token held in environment variable `NAME` on every HTTP request (at least 16 bytes)")
 	fs.IntVar(&f.httpMaxSessions, "http-max-sessions", mcp.DefaultMaxSessions, "most HTTP sessions open at once; a new one closes the least recently used idle one, and is refused with 503 only when every session is busy (0 = no limit)")
@@ -217,9 +221,14 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 	if err := f.runtime.check(); err != nil {
 		return usageFailed(stderr, "codemode mcp", "%v", err)
 	}
-	if f.maxRuns < 0 {
-		fmt.Fprintln(stderr, "codemode mcp: --max-runs must not be negative")
-		return exitUsage
+	for _, c := range []struct {
+		name     string
+		negative bool
+	}{{"--max-runs", f.maxRuns < 0}, {"--max-queued-runs", f.maxQueuedRuns < 0}, {"--run-wait", f.runWait < 0}} {
+		if c.negative {
+			fmt.Fprintf(stderr, "codemode mcp: %s must not be negative\n", c.name)
+			return exitUsage
+		}
 	}
 	if f.repl && (f.cells || f.cluster != nil) {
 		return usageFailed(stderr, "codemode "+name, "--repl keeps each session's heap in this process: it works neither with --cells nor in codemode serve")
@@ -290,6 +299,8 @@ func runMCPAs(ctx context.Context, name string, args []string, stdin io.Reader, 
 		Runtime:            runtimeOpts,
 		Logger:             logger,
 		MaxRuns:            f.maxRuns,
+		MaxQueuedRuns:      noneIfZero(f.maxQueuedRuns),
+		RunWait:            runWaitOption(fs, time.Duration(f.runWait)),
 		MaxSessions:        noneIfZero(f.httpMaxSessions),
 		SessionIdleTimeout: noneIfZero(time.Duration(f.httpIdleTimeout)),
 		Cells:              f.cells,
@@ -461,4 +472,18 @@ func serveHTTP(ctx context.Context, cfg httpConfig, srv mcpServer, logger *slog.
 	}
 	<-served
 	return exitOK
+}
+
+// runWaitOption is ServerOptions.RunWait for --run-wait: the default when
+// the flag is not given, no bound (negative) for an explicit 0.
+func runWaitOption(fs *flag.FlagSet, d time.Duration) time.Duration {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "run-wait" })
+	switch {
+	case !set:
+		return 0
+	case d == 0:
+		return -1
+	}
+	return d
 }

@@ -113,3 +113,47 @@ typeof refund`)
 		t.Errorf("the next cell: %v", v)
 	}
 }
+
+// TestMCPRunQueueFlags: --run-wait bounds how long a call waits for a run
+// slot, from the command line; negative values are usage errors.
+func TestMCPRunQueueFlags(t *testing.T) {
+	url, stderr := startHTTPAt(t, "127.0.0.1:0", "--max-runs", "1", "--run-wait", "300ms", "--max-queued-runs", "1", "--timeout", "20s")
+	connect := func() *mcpsdk.ClientSession {
+		cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).
+			Connect(context.Background(), &mcpsdk.StreamableClientTransport{Endpoint: url}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+	a, b := connect(), connect()
+	release := make(chan struct{})
+	go func() {
+		// Holds the only slot until the test is done with it.
+		_, _ = a.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: "execute",
+			Arguments: map[string]any{"code": "const t0 = Date.now(); while (Date.now() - t0 < 8000) {} return 1"}})
+		close(release)
+	}()
+	// b's calls run until a's run holds the slot; from then on, each
+	// fails after --run-wait.
+	refused := false
+	for !refused {
+		select {
+		case <-release:
+			t.Fatalf("a's run ended before b was ever refused a slot\n%s", stderr)
+		default:
+		}
+		isErr, v := callExecute(t, b, "return 2")
+		refused = isErr && strings.Contains(toJSON(v), "waited 300ms for a run slot")
+		if isErr && !refused {
+			t.Fatalf("b: %v", v)
+		}
+	}
+	for _, args := range [][]string{{"--run-wait", "-1s"}, {"--max-queued-runs", "-1"}} {
+		var errb bytes.Buffer
+		if code := runMCP(context.Background(), append(args, "--cache-dir", engineCache), strings.NewReader(""), &errb, &errb); code != exitUsage {
+			t.Errorf("%q: exit %d\n%s", args, code, &errb)
+		}
+	}
+}
