@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -385,19 +386,35 @@ func serveStdio(ctx context.Context, srv mcpServer, stdin io.Reader, stdout io.W
 	if !ok {
 		rc = io.NopCloser(stdin)
 	}
+	in := &eofReader{ReadCloser: rc}
 	logger.Info("serving MCP on standard input/output")
 	// mcp.StdioTransport answers a line that is not a JSON-RPC message
 	// with a JSON-RPC error and goes on; the SDK's own transport would end
 	// the session there. So an error here is fatal (standard input or
 	// output failed), and the exit status says so; the end of input is not
-	// an error.
-	err := srv.MCP().Run(ctx, mcp.StdioTransport(rc, stdout))
+	// an error, nor is a write that fails once the client has closed its
+	// end (a notification racing the client's exit).
+	err := srv.MCP().Run(ctx, mcp.StdioTransport(in, stdout))
 	logger.Info("shutting down")
-	if err != nil && ctx.Err() == nil {
+	if err != nil && ctx.Err() == nil && !in.eof.Load() {
 		logger.Error("the MCP session ended with an error", "error", err)
 		return exitFailure
 	}
 	return exitOK
+}
+
+// eofReader records that its reader reached the end of its input.
+type eofReader struct {
+	io.ReadCloser
+	eof atomic.Bool
+}
+
+func (r *eofReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) {
+		r.eof.Store(true)
+	}
+	return n, err
 }
 
 // withTools is opts with tools.
