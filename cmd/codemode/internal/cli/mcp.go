@@ -396,11 +396,19 @@ func serveStdio(ctx context.Context, srv mcpServer, stdin io.Reader, stdout io.W
 	// end (a notification racing the client's exit).
 	err := srv.MCP().Run(ctx, mcp.StdioTransport(in, stdout))
 	logger.Info("shutting down")
-	if err != nil && ctx.Err() == nil && !in.eof.Load() {
+	if err != nil && ctx.Err() == nil && !in.eof.Load() && !clientGone(err) {
 		logger.Error("the MCP session ended with an error", "error", err)
 		return exitFailure
 	}
 	return exitOK
+}
+
+// clientGone reports an error that says the client closed its end of the
+// pipes — its process exited, or it closed the connection — which ends a
+// session as the end of input does, whichever of the two the server
+// meets first.
+func clientGone(err error) bool {
+	return errors.Is(err, io.ErrClosedPipe) || errors.Is(err, syscall.EPIPE)
 }
 
 // eofReader records that its reader reached the end of its input.

@@ -130,7 +130,7 @@ func TestMCPStartupFailures(t *testing.T) {
 	select {
 	case code := <-exit:
 		if code != exitOK {
-			t.Errorf("got exit %d, want %d", code, exitOK)
+			t.Errorf("got exit %d, want %d\n%s", code, exitOK, stderr)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the server did not stop at the end of its input")
@@ -356,7 +356,7 @@ func TestMCPAnswersWhileServersStart(t *testing.T) {
 	select {
 	case code := <-exit:
 		if code != exitOK {
-			t.Errorf("got exit %d, want %d", code, exitOK)
+			t.Errorf("got exit %d, want %d\n%s", code, exitOK, stderr)
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the server did not stop at the end of its input")
