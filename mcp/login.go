@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -166,9 +167,10 @@ func Login(ctx context.Context, cfg *Config, name string, opts LoginOptions) (*L
 
 	hc := oauthHTTPClient(opts.HTTPClient, http.DefaultTransport.(*http.Transport), sc.URL)
 	var (
-		mu      sync.Mutex
-		granted *oauth2.Token
-		conf    *oauth2.Config
+		mu       sync.Mutex
+		granted  *oauth2.Token
+		conf     *oauth2.Config
+		resource string // the authorization request's, for the refreshes
 	)
 	hcfg := &auth.AuthorizationCodeHandlerConfig{
 		RedirectURL:           redirect,
@@ -192,6 +194,11 @@ func Login(ctx context.Context, cfg *Config, name string, opts LoginOptions) (*L
 			return out
 		},
 		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+			if u, err := url.Parse(args.URL); err == nil {
+				mu.Lock()
+				resource = u.Query().Get("resource")
+				mu.Unlock()
+			}
 			if err := opts.Open(ctx, args.URL); err != nil {
 				return nil, err
 			}
@@ -201,10 +208,12 @@ func Login(ctx context.Context, cfg *Config, name string, opts LoginOptions) (*L
 			addSecrets(tok.AccessToken, tok.RefreshToken, c.ClientSecret)
 			mu.Lock()
 			granted, conf = tok, c
+			res := resource
 			mu.Unlock()
 			// A token that expires at once is refreshed during the
 			// login: what is stored is the latest, whose refresh token
 			// has not been used (the server may rotate them).
+			ctx = context.WithValue(ctx, oauth2.HTTPClient, resourceClient(hc, c.Endpoint.TokenURL, res))
 			return latest{base: c.TokenSource(ctx, tok), seen: func(t *oauth2.Token) {
 				addSecrets(t.AccessToken, t.RefreshToken)
 				mu.Lock()
@@ -258,7 +267,7 @@ func Login(ctx context.Context, cfg *Config, name string, opts LoginOptions) (*L
 		_ = cs.Close()
 	}
 	mu.Lock()
-	tok, c := granted, conf
+	tok, c, grantedFor := granted, conf, resource
 	mu.Unlock()
 	if tok == nil {
 		if err != nil {
@@ -269,6 +278,7 @@ func Login(ctx context.Context, cfg *Config, name string, opts LoginOptions) (*L
 	rec := &tokenRecord{
 		Server: name, URL: sc.URL,
 		TokenEndpoint: c.Endpoint.TokenURL, AuthStyle: int(c.Endpoint.AuthStyle),
+		Resource: grantedFor,
 		ClientID: c.ClientID,
 		Scopes:   grantedScopes(tok, c.Scopes),
 		Token:    tok,

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -131,8 +132,13 @@ func (c *oauthClient) config(rec *tokenRecord) *oauth2.Config {
 func (c *oauthClient) source(rec *tokenRecord) oauth2.TokenSource {
 	// The refreshes outlive any one request: a context of their own,
 	// carrying our HTTP client.
-	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, c.http)
+	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, c.refreshClient(rec))
 	return &storingSource{c: c, rec: rec, base: c.config(rec).TokenSource(ctx, rec.Token)}
+}
+
+// refreshClient is the HTTP client that refreshes rec's token.
+func (c *oauthClient) refreshClient(rec *tokenRecord) *http.Client {
+	return resourceClient(c.http, rec.TokenEndpoint, rec.Resource)
 }
 
 // TokenSource returns the stored token's source, nil when none is stored.
@@ -248,7 +254,7 @@ func (c *oauthClient) Authorize(ctx context.Context, req *http.Request, resp *ht
 	// retries the request once.
 	expired := *c.rec.Token
 	expired.Expiry = time.Unix(1, 0)
-	hctx := context.WithValue(ctx, oauth2.HTTPClient, c.http)
+	hctx := context.WithValue(ctx, oauth2.HTTPClient, c.refreshClient(c.rec))
 	tok, err := c.config(c.rec).TokenSource(hctx, &expired).Token()
 	if err != nil {
 		c.up.log.Error("the server refused the OAuth token and refreshing it failed: log in again", "error", oauthError(err), "command", c.command())
@@ -306,6 +312,51 @@ func oauthHTTPClient(host *http.Client, ours *http.Transport, serverURL string) 
 		t.DialContext = nil // the SDK adds its checks to a transport that does not dial itself
 	}
 	return &http.Client{Transport: t, Timeout: time.Minute}
+}
+
+// resourceClient is hc made to name resource in the refresh requests it
+// sends to tokenURL. The MCP authorization specification has the resource
+// parameter (RFC 8707) in every token request, so that a server issuing
+// audience-bound tokens can refresh one, but oauth2 refreshes with no way
+// to add a parameter.
+func resourceClient(hc *http.Client, tokenURL, resource string) *http.Client {
+	if resource == "" {
+		return hc
+	}
+	c := *hc
+	base := c.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	c.Transport = &resourceTransport{base: base, tokenURL: tokenURL, resource: resource}
+	return &c
+}
+
+type resourceTransport struct {
+	base               http.RoundTripper
+	tokenURL, resource string
+}
+
+func (t *resourceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPost || req.Body == nil || req.URL.String() != t.tokenURL {
+		return t.base.RoundTrip(req)
+	}
+	// A token request is a small form; one larger than this is not ours
+	// to rewrite and fails at the server as it would have.
+	body, err := io.ReadAll(io.LimitReader(req.Body, 1<<16))
+	req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if form, err := url.ParseQuery(string(body)); err == nil && form.Get("grant_type") == "refresh_token" && !form.Has("resource") {
+		form.Set("resource", t.resource)
+		body = []byte(form.Encode())
+	}
+	r := req.Clone(req.Context()) // a RoundTripper does not change its request
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return t.base.RoundTrip(r)
 }
 
 // privateHost reports whether a URL's host is a loopback or private

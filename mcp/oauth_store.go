@@ -26,8 +26,12 @@ type tokenRecord struct {
 	URL    string `json:"url"`
 
 	TokenEndpoint string `json:"tokenEndpoint"`
-	AuthStyle     int    `json:"authStyle"` // oauth2.AuthStyle
-	ClientID      string `json:"clientId"`
+	// Resource is the resource parameter (RFC 8707) the token was
+	// granted for; refreshes name it too. Empty in records written
+	// before it was kept: their refreshes name none.
+	Resource  string `json:"resource,omitempty"`
+	AuthStyle int    `json:"authStyle"` // oauth2.AuthStyle
+	ClientID  string `json:"clientId"`
 	// ClientSecret is set only for a client codemode registered
 	// dynamically; a configured secret is read from the config.
 	ClientSecret string `json:"clientSecret,omitempty"`

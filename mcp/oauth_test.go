@@ -170,6 +170,11 @@ func TestOAuthRefresh(t *testing.T) {
 	cfg := secureConfig(srv)
 	res := login(t, cfg, "secure", dir)
 	first := readRecord(t, res.TokenFile)
+	// The server refuses a refresh that does not name the token's
+	// resource, so each refresh below also shows the record kept it.
+	if first.Resource != srv.Resource {
+		t.Fatalf("stored resource %q, want %q", first.Resource, srv.Resource)
+	}
 
 	up := connect(t, cfg, ClientOptions{TokenDir: dir})
 	r, whole := callText(t, up, "whoami")
@@ -202,6 +207,27 @@ func TestOAuthRefresh(t *testing.T) {
 	r, whole = callText(t, up2, "whoami")
 	if r.OK || !strings.Contains(whole, "codemode login secure") || !strings.Contains(whole, "could not be refreshed") {
 		t.Errorf("revoked: %s", whole)
+	}
+}
+
+// TestOAuthRefreshOldRecord: a token stored before the resource was kept
+// is refreshed without one, as before, by a server that allows that.
+func TestOAuthRefreshOldRecord(t *testing.T) {
+	srv := oauthtest.New(t, oauthtest.Options{TokenTTL: 2 * time.Second, LenientRefresh: true})
+	dir := t.TempDir()
+	cfg := secureConfig(srv)
+	res := login(t, cfg, "secure", dir)
+	rec := readRecord(t, res.TokenFile)
+	rec.Resource = ""
+	if err := saveToken(res.TokenFile, &rec); err != nil {
+		t.Fatal(err)
+	}
+	before := srv.Counts().Refreshes
+	up := connect(t, cfg, ClientOptions{TokenDir: dir})
+	r, whole := callText(t, up, "whoami")
+	mustOK(t, r)
+	if srv.Counts().Refreshes == before || !strings.Contains(whole, "hello") {
+		t.Fatalf("counts %+v, whoami %s", srv.Counts(), whole)
 	}
 }
 

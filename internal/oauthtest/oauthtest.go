@@ -57,6 +57,12 @@ type Options struct {
 	// OpenIDOnly serves the authorization server's metadata only at
 	// /.well-known/openid-configuration.
 	OpenIDOnly bool
+	// LenientRefresh accepts a refresh request that does not name the
+	// grant's resource. By default one is refused (invalid_target), as
+	// an authorization server that issues audience-bound tokens may: the
+	// MCP authorization specification has clients send the resource
+	// parameter in every token request (RFC 8707 §2.2).
+	LenientRefresh bool
 }
 
 // Server is the protected MCP server and its authorization server, on
@@ -479,6 +485,11 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		delete(s.refresh, rt) // rotated
 		if g == nil || g.client != id {
 			oauthErr(w, http.StatusBadRequest, "invalid_grant", "unknown refresh token")
+			return
+		}
+		if res := r.PostForm.Get("resource"); res != g.resource && (res != "" || !s.opts.LenientRefresh) {
+			s.refresh[rt] = g // a refused request does not use the token up
+			oauthErr(w, http.StatusBadRequest, "invalid_target", fmt.Sprintf("resource %q is not the grant's", res))
 			return
 		}
 		s.counts.Refreshes++
