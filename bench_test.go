@@ -92,6 +92,16 @@ func BenchmarkFib25(b *testing.B) {
 	}
 }
 
+// BenchmarkLoop is a tight loop: the most fuel ticks per unit of work,
+// so it shows what the ticks and their yields of the thread cost.
+func BenchmarkLoop(b *testing.B) {
+	rt := benchRuntime(b, Options{})
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		benchExecute(b, rt, `let s = 0; for (let i = 0; i < 1e6; i++) s += i; return s`)
+	}
+}
+
 // BenchmarkRows10k filters, maps and sorts 10,000 rows.
 func BenchmarkRows10k(b *testing.B) {
 	rt := benchRuntime(b, Options{})

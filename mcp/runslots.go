@@ -34,6 +34,12 @@ const unknownUsage = 0.5 // seconds
 // sessions together hold at most max-reserve slots.
 const heavyUsage = 1.0 // seconds
 
+// recheckEvery is how often waiting calls are looked at again while a
+// slot is free that none of them may take: a session's usage fades, so a
+// waiter that may not take one now may a moment later with no run ending
+// in between.
+const recheckEvery = 250 * time.Millisecond
+
 // runSlots shares MaxRuns run slots fairly among sessions. Each session
 // has a FIFO queue of its waiting calls. When a slot frees, it goes to the
 // head of the queue of the eligible waiting session that has used the
@@ -54,11 +60,21 @@ const heavyUsage = 1.0 // seconds
 //     later). A new session is not heavy until its runs have taken that
 //     long, so new sessions that all loop can take every slot, once.
 //
+// Beyond the max slots there are extra ones, max(1, max/4), that only a
+// session known to be light may take: one with a run ended and no more
+// than heavyUsage used lately, runs in flight included. A running program
+// keeps its slot, so without them sessions whose programs end in
+// milliseconds would wait a whole run timeout behind new sessions whose
+// programs loop; with them they wait for one another only. A light
+// session's program that turns into a loop holds an extra slot until
+// its timeout, and its session is heavy from then on.
+//
 // A call waits at most wait, and a session has at most queue calls
 // waiting.
 type runSlots struct {
 	max, share, queue int
 	reserve           int           // slots heavy sessions may not take
+	extra             int           // slots beyond max for light sessions
 	wait              time.Duration // 0: as long as the request lasts
 
 	mu       sync.Mutex
@@ -66,6 +82,7 @@ type runSlots struct {
 	active   int // sessions holding or waiting for a slot
 	seq      uint64
 	sessions map[string]*slotSession
+	recheck  *time.Timer // armed while waiters wait beside a free slot
 	// onGrant, when set (tests), learns of each grant, in order, under mu.
 	onGrant func(session string)
 }
@@ -109,7 +126,8 @@ func newRunSlots(maxRuns, queue int, wait time.Duration) *runSlots {
 	if maxRuns > 1 {
 		reserve = max(1, maxRuns/4)
 	}
-	return &runSlots{max: maxRuns, share: max(1, maxRuns/2), reserve: reserve, queue: queue, wait: wait, sessions: map[string]*slotSession{}}
+	return &runSlots{max: maxRuns, share: max(1, maxRuns/2), reserve: reserve, extra: max(1, maxRuns/4),
+		queue: queue, wait: wait, sessions: map[string]*slotSession{}}
 }
 
 // acquire takes a slot for a call of session, waiting its turn. It
@@ -118,7 +136,7 @@ func (r *runSlots) acquire(ctx context.Context, session string) (release func(),
 	r.mu.Lock()
 	q := r.session(session)
 	now := time.Now()
-	if len(q.waiters) == 0 && r.running < r.max && r.eligible(q, now, r.heavyHeld(now)) {
+	if len(q.waiters) == 0 && r.room(q, now) && r.eligible(q, now, r.heavyHeld(now)) {
 		w := &slotWaiter{}
 		r.grant(q, w, now)
 		r.mu.Unlock()
@@ -135,6 +153,7 @@ func (r *runSlots) acquire(ctx context.Context, session string) (release func(),
 		r.active++
 	}
 	q.waiters = append(q.waiters, w)
+	r.dispatch(now) // grants by the rules, or arms the recheck
 	r.mu.Unlock()
 
 	var timeout <-chan time.Time
@@ -194,6 +213,15 @@ func (r *runSlots) session(name string) *slotSession {
 		r.sessions[name] = q
 	}
 	return q
+}
+
+// room reports whether a slot is free for q: one of the max, or for a
+// light session one of the extra ones.
+func (r *runSlots) room(q *slotSession, now time.Time) bool {
+	if r.running < r.max {
+		return true
+	}
+	return r.running < r.max+r.extra && q.ran && q.use(now) <= heavyUsage
 }
 
 // eligible reports whether q may take one more slot now, heavy being
@@ -291,12 +319,18 @@ func (q *slotSession) faded(now time.Time) float64 {
 // dispatch grants free slots to waiters, each to the eligible waiting
 // session that has used the least, ties to the call waiting longest.
 func (r *runSlots) dispatch(now time.Time) {
-	for r.running < r.max {
+	waiting := false
+	for r.running < r.max+r.extra {
 		heavy := r.heavyHeld(now)
 		var best *slotSession
 		var bestUse float64
+		waiting = false
 		for _, q := range r.sessions {
-			if len(q.waiters) == 0 || !r.eligible(q, now, heavy) {
+			if len(q.waiters) == 0 {
+				continue
+			}
+			waiting = true
+			if !r.room(q, now) || !r.eligible(q, now, heavy) {
 				continue
 			}
 			use := q.use(now)
@@ -305,7 +339,7 @@ func (r *runSlots) dispatch(now time.Time) {
 			}
 		}
 		if best == nil {
-			return
+			break
 		}
 		w := best.waiters[0]
 		r.grant(best, w, now) // before leaving the queue, so active counts it once
@@ -313,6 +347,14 @@ func (r *runSlots) dispatch(now time.Time) {
 		if len(best.waiters) == 0 {
 			best.waiters = nil
 		}
+	}
+	if waiting && r.running < r.max+r.extra && r.recheck == nil {
+		r.recheck = time.AfterFunc(recheckEvery, func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.recheck = nil
+			r.dispatch(time.Now())
+		})
 	}
 }
 

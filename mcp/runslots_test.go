@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/codemode-go/codemode"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // slotCounts is what session holds and has waiting of srv's run slots.
@@ -176,4 +178,216 @@ func TestRunSlotsUsageOrder(t *testing.T) {
 		defer r.mu.Unlock()
 		return r.running == 0 && r.active == 0
 	})
+}
+
+// lightSession makes session known to be light: one run that ended at
+// once.
+func lightSession(t *testing.T, r *runSlots, session string) {
+	t.Helper()
+	rel, _, ref := r.acquire(context.Background(), session)
+	if ref != nil {
+		t.Fatalf("%s: %+v", session, ref)
+	}
+	rel()
+}
+
+// waiting reports whether session has a call waiting for a slot.
+func (r *runSlots) waitingFor(session string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.sessions[session]
+	return q != nil && len(q.waiters) > 0
+}
+
+// TestRunSlotsExtra: with every slot held, a session known to be light
+// takes one of the extra slots at once; a new session, a heavy one and a
+// second light call while the extra slot is held wait, and each gets a
+// slot as one frees.
+func TestRunSlotsExtra(t *testing.T) {
+	r := newRunSlots(2, 0, 0) // max 2, extra 1
+	ctx := context.Background()
+	lightSession(t, r, "light")
+	lightSession(t, r, "light2")
+	lightSession(t, r, "heavy")
+	r.mu.Lock()
+	r.sessions["heavy"].usage, r.sessions["heavy"].at = 60, time.Now()
+	r.mu.Unlock()
+	loop1, _, _ := r.acquire(ctx, "loop1")
+	loop2, _, _ := r.acquire(ctx, "loop2")
+
+	rel, _, ref := r.acquire(ctx, "light")
+	if ref != nil {
+		t.Fatalf("light session refused: %+v", ref)
+	}
+	r.mu.Lock()
+	if r.running != 3 {
+		t.Errorf("running %d, want 3 (2 slots and the extra one)", r.running)
+	}
+	r.mu.Unlock()
+
+	got := make(chan string, 3)
+	for _, s := range []string{"new", "heavy", "light2"} {
+		go func() {
+			rel, _, ref := r.acquire(ctx, s)
+			if ref != nil {
+				t.Error(ref)
+				return
+			}
+			got <- s
+			rel()
+		}()
+		eventually(t, s+" waiting", func() bool { return r.waitingFor(s) })
+	}
+	// Waiting still, past a recheck: the extra slot is taken.
+	time.Sleep(2 * recheckEvery)
+	for _, s := range []string{"new", "heavy", "light2"} {
+		if !r.waitingFor(s) {
+			t.Errorf("%s got a slot while every slot was held", s)
+		}
+	}
+	rel() // the extra slot frees: light2 takes it, the others may not
+	if s := <-got; s != "light2" {
+		t.Errorf("the extra slot went to %s, want light2", s)
+	}
+	loop1()
+	loop2()
+	for range 2 {
+		<-got
+	}
+	eventually(t, "every slot released", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.running == 0 && r.active == 0
+	})
+}
+
+// TestRunSlotsTurningHeavy: a light session whose program holds its slot
+// past heavyUsage is heavy from then on: its next call does not take an
+// extra slot, though one is free and another light session takes it.
+func TestRunSlotsTurningHeavy(t *testing.T) {
+	r := newRunSlots(8, 0, 300*time.Millisecond) // share 4, extra 2
+	ctx := context.Background()
+	lightSession(t, r, "s")
+	lightSession(t, r, "s2")
+	for i := range 8 {
+		hold, _, ref := r.acquire(ctx, fmt.Sprint("loop", i))
+		if ref != nil {
+			t.Fatal(ref)
+		}
+		defer hold()
+	}
+	long, _, ref := r.acquire(ctx, "s") // an extra slot
+	if ref != nil {
+		t.Fatalf("refused: %+v", ref)
+	}
+	defer long()
+	r.mu.Lock()
+	for w := range r.sessions["s"].held {
+		w.start = w.start.Add(-2 * time.Second) // as if it ran two seconds
+	}
+	r.mu.Unlock()
+	rel, waited, ref := r.acquire(ctx, "s")
+	if ref == nil {
+		rel()
+		t.Fatalf("a session whose run has held its slot 2s got another after %v", waited)
+	}
+	if ref.reason != slotWaitBound {
+		t.Errorf("refusal %+v, want the wait bound", ref)
+	}
+	rel, _, ref = r.acquire(ctx, "s2")
+	if ref != nil {
+		t.Fatalf("the other light session was refused the free extra slot: %+v", ref)
+	}
+	rel()
+}
+
+// TestRunSlotsRecheck: a call that may not take the free slot when it
+// comes (its session is heavy, and heavy sessions hold all but the
+// reserve) gets it once its usage has faded, with no run ending to
+// prompt a look.
+func TestRunSlotsRecheck(t *testing.T) {
+	r := newRunSlots(4, 0, 0) // reserve 1: heavy sessions hold at most 3
+	ctx := context.Background()
+	for _, s := range []string{"h1", "h2", "h3", "h4"} {
+		lightSession(t, r, s)
+	}
+	r.mu.Lock()
+	for _, s := range []string{"h1", "h2", "h3", "h4"} {
+		r.sessions[s].usage, r.sessions[s].at = 60, time.Now()
+	}
+	r.mu.Unlock()
+	var rels []func()
+	for _, s := range []string{"h1", "h2", "h3"} {
+		rel, _, ref := r.acquire(ctx, s)
+		if ref != nil {
+			t.Fatal(ref)
+		}
+		rels = append(rels, rel)
+	}
+	defer func() {
+		for _, rel := range rels {
+			rel()
+		}
+	}()
+	done := make(chan func())
+	go func() {
+		rel, _, _ := r.acquire(ctx, "h4")
+		done <- rel
+	}()
+	eventually(t, "h4 waiting", func() bool { return r.waitingFor("h4") })
+	time.Sleep(2 * recheckEvery)
+	if !r.waitingFor("h4") {
+		t.Fatal("a heavy session took the reserved slot")
+	}
+	r.mu.Lock()
+	r.sessions["h4"].usage = 0 // as a minute's fading would
+	r.mu.Unlock()
+	select {
+	case rel := <-done:
+		rel()
+	case <-time.After(20 * time.Second):
+		t.Fatal("the faded session never got the free slot")
+	}
+}
+
+// TestRunSlotsLoopBurst: over HTTP with the real engine, while new
+// sessions' loops hold every slot, a session whose programs have ended
+// quickly runs its next program at once (an extra slot) rather than
+// after the loops' timeout.
+func TestRunSlotsLoopBurst(t *testing.T) {
+	srv := newServerWith(t, ServerOptions{MaxRuns: 2, RunWait: time.Minute, Runtime: codemode.Options{Timeout: time.Minute}})
+	ts := httptest.NewServer(srv.HTTPHandler())
+	t.Cleanup(ts.Close)
+	good := httpClient(t, ts.URL)
+	if v := execHTTP(t, good, `return 1`); v["value"] != 1.0 {
+		t.Fatalf("first call: %v", v)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	var loopers []*mcpsdk.ClientSession
+	for range 2 {
+		cs := httpClient(t, ts.URL)
+		loopers = append(loopers, cs)
+		wg.Go(func() {
+			_, _ = cs.CallTool(ctx, &mcpsdk.CallToolParams{Name: ExecuteTool, Arguments: map[string]any{"code": `while (true) {}`}})
+		})
+	}
+	eventually(t, "the loops holding both slots", func() bool {
+		a, _ := slotCounts(srv, loopers[0].ID())
+		b, _ := slotCounts(srv, loopers[1].ID())
+		return a == 1 && b == 1
+	})
+	for i := range 3 {
+		if v := execHTTP(t, good, fmt.Sprintf(`return %d`, i)); v["value"] != float64(i) {
+			t.Fatalf("call %d beside the loops: %v", i, v)
+		}
+	}
+	// The loops ran all along: the calls did not wait for their slots.
+	for _, cs := range loopers {
+		if held, _ := slotCounts(srv, cs.ID()); held != 1 {
+			t.Errorf("a loop's slot was freed (held %d): the test did not show the extra slot", held)
+		}
+	}
 }

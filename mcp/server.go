@@ -41,7 +41,8 @@ type ServerOptions struct {
 	Logger *slog.Logger
 
 	// MaxRuns is the most execute runs in flight at once, across all
-	// sessions and transports; a call over it waits for a slot. Each run
+	// sessions and transports, but for the extra slots below; a call
+	// over it waits for a slot. Each run
 	// holds an engine instance (up to Runtime.MaxMemoryBytes) and CPU, so
 	// without a cap a client that sends many calls at once takes the
 	// whole machine. Zero means no limit; negative is an error.
@@ -57,7 +58,12 @@ type ServerOptions struct {
 	// session holds or waits for one, and sessions that have used more
 	// than a second lately hold at most MaxRuns - max(1, MaxRuns/4)
 	// together (when MaxRuns > 1): the rest stay for sessions whose
-	// programs end quickly. A running program keeps its slot: new
+	// programs end quickly. A running program keeps its slot, so beyond
+	// MaxRuns there are max(1, MaxRuns/4) extra slots that only a
+	// session known to be light may take (one of its runs has ended, and
+	// it has used at most a second lately, its running programs
+	// included): while loops hold every slot, programs that end quickly
+	// still run at once. New sessions are not known to be light: new
 	// sessions that all loop can hold every slot, once, for a run
 	// timeout. A call that cannot get a slot — its request ends, it
 	// waits RunWait, or its session already has MaxQueuedRuns calls
@@ -965,8 +971,8 @@ type Parked struct {
 // slotRefusalMessage tells the model why its program did not run, with
 // the numbers, and what to do.
 func (s *Server) slotRefusalMessage(r *slotRefusal) string {
-	limit := fmt.Sprintf("the server runs at most %s at once, at most %d for one session while others wait",
-		plural(s.slots.max, "program"), s.slots.share)
+	limit := fmt.Sprintf("the server runs at most %s at once (%d more for sessions whose programs end within a second), at most %d for one session while others wait",
+		plural(s.slots.max, "program"), s.slots.extra, s.slots.share)
 	switch r.reason {
 	case slotQueueFull:
 		return fmt.Sprintf("the program did not run: this session already has %s waiting for a run slot, the most it may have (%s); "+

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -308,9 +309,18 @@ var errKill = errors.New("quickjs: killed")
 
 // tick runs in the guest's goroutine every fuelPerTick loop iterations.
 func (in *Instance) tick() {
-	in.ticks.Add(1)
+	if in.ticks.Add(1)%yieldEvery == 0 {
+		// Compiled guest code has no preemption points, so a guest that
+		// loops keeps its thread but for these calls; yielding here lets
+		// the runs and requests waiting for a thread have it in turn.
+		runtime.Gosched()
+	}
 	in.stopIfDone()
 }
+
+// yieldEvery is how many ticks pass between yields of the thread. See
+// RATIONALE.md, "Why do looping programs yield their thread?".
+const yieldEvery = 8
 
 // stopIfDone unwinds the guest (see errKill) once the instance was killed
 // or its deadline passed. It runs on the guest's goroutine, inside a call

@@ -122,7 +122,7 @@ func (f *mcpFlags) register(fs *flag.FlagSet) {
 	f.runtime.registerCatalog(fs)
 	f.runtime.registerEngine(fs)
 	fs.StringVar(&f.httpAddr, "http", "", "serve streamable HTTP at ADDR (host:port, loopback unless --http-allow-remote; path /mcp) instead of standard input/output")
-	fs.IntVar(&f.maxRuns, "max-runs", defaultMaxRuns(), "most programs running at once over all sessions, by default twice GOMAXPROCS; more wait for a slot (0 = no limit)")
+	fs.IntVar(&f.maxRuns, "max-runs", defaultMaxRuns(), "most programs running at once over all sessions, by default twice GOMAXPROCS, plus max(1, N/4) for sessions whose programs end quickly; more wait for a slot (0 = no limit)")
 	fs.IntVar(&f.maxQueuedRuns, "max-queued-runs", mcp.DefaultMaxQueuedRuns, "most execute calls of one session waiting for a run slot; one more fails at once (0 = no limit)")
 	fs.Var(&f.runWait, "run-wait", "the longest an execute call waits for a run slot before it fails, a `duration` (default 30s, or --timeout if shorter; 0 = as long as its request lasts)")
 	fs.BoolVar(&f.httpAllowRemote, "http-allow-remote", false, "let --http bind a non-loopback address (needs --http-token-env)")
