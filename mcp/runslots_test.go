@@ -149,23 +149,7 @@ func TestRunSlotsUsageOrder(t *testing.T) {
 	r.sessions["hog"].usage = 60 // a minute of slot time: its programs run long
 	r.mu.Unlock()
 	holder, _, _ := r.acquire(ctx, "other")
-	got := make(chan string, 2)
-	for _, s := range []string{"hog", "light"} {
-		go func() {
-			rel, _, ref := r.acquire(ctx, s)
-			if ref != nil {
-				t.Error(ref)
-				return
-			}
-			got <- s
-			rel()
-		}()
-		eventually(t, s+" waiting", func() bool {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			return r.sessions[s] != nil && len(r.sessions[s].waiters) == 1
-		})
-	}
+	got := queueCalls(t, r, "hog", "light")
 	holder()
 	if first := <-got; first != "light" {
 		t.Errorf("got %s first, want light", first)
@@ -199,6 +183,26 @@ func (r *runSlots) waitingFor(session string) bool {
 	return q != nil && len(q.waiters) > 0
 }
 
+// queueCalls makes one call of each session wait for a slot, in turn;
+// each sends its session's name when granted, then releases.
+func queueCalls(t *testing.T, r *runSlots, sessions ...string) <-chan string {
+	t.Helper()
+	got := make(chan string, len(sessions))
+	for _, s := range sessions {
+		go func() {
+			rel, _, ref := r.acquire(context.Background(), s)
+			if ref != nil {
+				t.Error(ref)
+				return
+			}
+			got <- s
+			rel()
+		}()
+		eventually(t, s+" waiting", func() bool { return r.waitingFor(s) })
+	}
+	return got
+}
+
 // TestRunSlotsExtra: with every slot held, a session known to be light
 // takes one of the extra slots at once; a new session, a heavy one and a
 // second light call while the extra slot is held wait, and each gets a
@@ -225,19 +229,7 @@ func TestRunSlotsExtra(t *testing.T) {
 	}
 	r.mu.Unlock()
 
-	got := make(chan string, 3)
-	for _, s := range []string{"new", "heavy", "light2"} {
-		go func() {
-			rel, _, ref := r.acquire(ctx, s)
-			if ref != nil {
-				t.Error(ref)
-				return
-			}
-			got <- s
-			rel()
-		}()
-		eventually(t, s+" waiting", func() bool { return r.waitingFor(s) })
-	}
+	got := queueCalls(t, r, "new", "heavy", "light2")
 	// Waiting still, past a recheck: the extra slot is taken.
 	time.Sleep(2 * recheckEvery)
 	for _, s := range []string{"new", "heavy", "light2"} {
