@@ -3,6 +3,9 @@ package codemode
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -52,6 +55,34 @@ func BenchmarkToolCall(b *testing.B) {
 		benchExecute(b, rt, `for (let i = 0; i < 1000; i++) await tools.ns.noop({ i }); return 1`)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*calls), "ns/call")
+}
+
+// BenchmarkScaling runs a program of three instant tool calls on one
+// Runtime from 1 to 16 goroutines at once, reporting runs/s: past the
+// processor count the throughput should level off, not fall.
+func BenchmarkScaling(b *testing.B) {
+	noop := Tool{Run: func(context.Context, json.RawMessage) (any, error) { return json.RawMessage(`{"ok":true}`), nil }}
+	rt := benchRuntime(b, Options{Tools: Tools{"ns": Tools{"noop": noop}}})
+	const code = `const a = await tools.ns.noop({ i: 1 }); const b = await tools.ns.noop({ i: 2 }); await tools.ns.noop({ i: 3 }); return a.ok && b.ok`
+	for _, g := range []int{1, 2, 4, 8, 16} {
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			for range g {
+				wg.Go(func() {
+					for next.Add(1) <= int64(b.N) {
+						// Not benchExecute: b.Fatal belongs to the benchmark's goroutine.
+						if res, err := rt.Execute(context.Background(), code); err != nil || !res.OK {
+							b.Errorf("run: %v %+v", err, res.Error)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "runs/s")
+		})
+	}
 }
 
 // BenchmarkToolCallPolicy is BenchmarkToolCall with a policy judging
