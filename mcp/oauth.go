@@ -341,18 +341,27 @@ func (t *resourceTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	if req.Method != http.MethodPost || req.Body == nil || req.URL.String() != t.tokenURL {
 		return t.base.RoundTrip(req)
 	}
-	// A token request is a small form; one larger than this is not ours
-	// to rewrite and fails at the server as it would have.
-	body, err := io.ReadAll(io.LimitReader(req.Body, 1<<16))
-	req.Body.Close()
+	// A token request is a small form; a larger body is not ours to
+	// rewrite and goes on whole, as it came.
+	const most = 1 << 16
+	body, err := io.ReadAll(io.LimitReader(req.Body, most+1))
 	if err != nil {
+		req.Body.Close()
 		return nil, err
 	}
+	r := req.Clone(req.Context()) // a RoundTripper does not change its request
+	if len(body) > most {
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), req.Body), req.Body}
+		return t.base.RoundTrip(r)
+	}
+	req.Body.Close()
 	if form, err := url.ParseQuery(string(body)); err == nil && form.Get("grant_type") == "refresh_token" && !form.Has("resource") {
 		form.Set("resource", t.resource)
 		body = []byte(form.Encode())
 	}
-	r := req.Clone(req.Context()) // a RoundTripper does not change its request
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -360,5 +361,43 @@ func TestOAuthUnsafeTokenFile(t *testing.T) {
 	up := connect(t, secureConfig(srv), ClientOptions{TokenDir: dir, Lenient: true})
 	if un := up.Unavailable(); len(un) != 1 || !strings.Contains(un[0].Reason, "chmod 600") {
 		t.Fatalf("unavailable %+v", un)
+	}
+}
+
+// TestResourceTransport: only a refresh request to the token endpoint
+// that names no resource gets one; every other request, a body too large
+// to be a token request included, reaches the server as it was sent.
+func TestResourceTransport(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = append(got, r.URL.Path+" "+string(b))
+	}))
+	t.Cleanup(srv.Close)
+	hc := resourceClient(srv.Client(), srv.URL+"/token", "https://mcp.example/mcp")
+	big := "grant_type=refresh_token&x=" + strings.Repeat("a", 1<<17)
+	for _, tc := range []struct{ path, body, want string }{
+		{"/token", "grant_type=refresh_token&refresh_token=r1", "/token grant_type=refresh_token&refresh_token=r1&resource=https%3A%2F%2Fmcp.example%2Fmcp"},
+		{"/token", "grant_type=refresh_token&resource=other", "/token grant_type=refresh_token&resource=other"},
+		{"/token", "grant_type=authorization_code&code=c", "/token grant_type=authorization_code&code=c"},
+		{"/elsewhere", "grant_type=refresh_token", "/elsewhere grant_type=refresh_token"},
+		{"/token", big, "/token " + big},
+	} {
+		got = nil
+		resp, err := hc.Post(srv.URL+tc.path, "application/x-www-form-urlencoded", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if len(got) != 1 || got[0] != tc.want {
+			g := fmt.Sprint(got)
+			if len(g) > 200 {
+				g = g[:200] + "…"
+			}
+			t.Errorf("%s %.60q: server got %s", tc.path, tc.body, g)
+		}
+	}
+	if resourceClient(srv.Client(), srv.URL+"/token", "") != srv.Client() {
+		t.Error("without a resource the client should be the one given")
 	}
 }

@@ -221,14 +221,14 @@ func (r *runSlots) room(q *slotSession, now time.Time) bool {
 	if r.running < r.max {
 		return true
 	}
-	return r.running < r.max+r.extra && q.ran && q.use(now) <= heavyUsage
+	return r.running < r.max+r.extra && q.ran && !q.heavy(now)
 }
 
 // eligible reports whether q may take one more slot now, heavy being
 // the slots heavy sessions hold: below its share or alone, and not heavy
 // while heavy sessions hold all but the reserve.
 func (r *runSlots) eligible(q *slotSession, now time.Time, heavy int) bool {
-	if q.use(now) > heavyUsage && heavy >= r.max-r.reserve {
+	if q.heavy(now) && heavy >= r.max-r.reserve {
 		return false
 	}
 	if len(q.held) < r.share {
@@ -253,11 +253,14 @@ func (q *slotSession) use(now time.Time) float64 {
 	return use
 }
 
+// heavy reports whether q has used more than heavyUsage lately.
+func (q *slotSession) heavy(now time.Time) bool { return q.use(now) > heavyUsage }
+
 // heavyHeld is how many slots heavy sessions hold.
 func (r *runSlots) heavyHeld(now time.Time) int {
 	n := 0
 	for _, q := range r.sessions {
-		if len(q.held) > 0 && q.use(now) > heavyUsage {
+		if len(q.held) > 0 && q.heavy(now) {
 			n += len(q.held)
 		}
 	}
