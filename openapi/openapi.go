@@ -10,9 +10,11 @@ import (
 	"strings"
 
 	"github.com/pb33f/go-yaml"
-	"github.com/pb33f/libopenapi"
 	"github.com/pb33f/libopenapi/datamodel"
 	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"
+	lowbase "github.com/pb33f/libopenapi/datamodel/low/base"
+	v3low "github.com/pb33f/libopenapi/datamodel/low/v3"
+	"github.com/pb33f/libopenapi/index"
 
 	"github.com/codemode-go/codemode"
 )
@@ -186,14 +188,13 @@ func load(spec []byte) (doc *v3.Document, root *yaml.Node, oas30 bool, err error
 	// reference siblings itself.
 	cfg.TransformSiblingRefs = false
 	cfg.MergeReferencedProperties = false
-	d, err := libopenapi.NewDocumentWithConfiguration(spec, cfg)
+	info, err := datamodel.ExtractSpecInfoWithConfig(spec, cfg)
 	if err != nil {
 		if isSwagger2(spec) {
 			return nil, nil, false, errSwagger2
 		}
 		return nil, nil, false, fmt.Errorf("openapi: not a readable OpenAPI 3 document: %w", err)
 	}
-	info := d.GetSpecInfo()
 	if info == nil || info.RootNode == nil {
 		return nil, nil, false, errors.New("openapi: not a readable OpenAPI 3 document")
 	}
@@ -207,16 +208,29 @@ func load(spec []byte) (doc *v3.Document, root *yaml.Node, oas30 bool, err error
 	default:
 		return nil, nil, false, fmt.Errorf("openapi: not an OpenAPI 3 document (version %q)", info.Version)
 	}
-	m, err := d.BuildV3Model()
-	if m == nil {
+	// The model is built from libopenapi's packages directly, as its
+	// Document.BuildV3Model does: the top-level package also links the
+	// document differ and the Swagger 2 model, which the command would
+	// carry for nothing.
+	low, err := v3low.CreateDocumentFromConfig(info, cfg)
+	defer lowbase.SchemaQuickHashMap.Clear()
+	if low == nil {
 		if err == nil {
 			err = errors.New("no model")
 		}
 		return nil, nil, false, fmt.Errorf("openapi: the document is not valid OpenAPI %s: %w", info.Version, firstErrors(err, 5))
 	}
-	// Other errors (circular references, mostly) leave a usable model; the
-	// schema converter bounds recursion itself.
-	return &m.Model, deAlias(info.RootNode), info.SpecFormat == datamodel.OAS3, nil
+	// Broken references stop the build; circular ones (the usual other
+	// errors) leave a usable model, and the schema converter bounds
+	// recursion itself.
+	for _, e := range unwrapAll(err) {
+		var refErr *index.ResolvingError
+		if errors.As(e, &refErr) && refErr.CircularReference == nil {
+			return nil, nil, false, fmt.Errorf("openapi: the document is not valid OpenAPI %s: %w", info.Version, firstErrors(err, 5))
+		}
+	}
+	m := v3.NewDocument(low)
+	return m, deAlias(info.RootNode), info.SpecFormat == datamodel.OAS3, nil
 }
 
 var errSwagger2 = errors.New("openapi: Swagger 2.0 documents are not supported; convert the document to OpenAPI 3 first (for example with swagger2openapi or editor.swagger.io)")
@@ -236,20 +250,24 @@ func isSwagger2(spec []byte) bool {
 // firstErrors keeps a joined error readable: libopenapi reports every
 // broken reference separately.
 func firstErrors(err error, n int) error {
-	var errs []error
-	var flatten func(error)
-	flatten = func(e error) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, x := range j.Unwrap() {
-				flatten(x)
-			}
-			return
-		}
-		errs = append(errs, e)
-	}
-	flatten(err)
+	errs := unwrapAll(err)
 	if len(errs) <= n {
 		return err
 	}
 	return fmt.Errorf("%w (and %d more errors)", errors.Join(errs[:n]...), len(errs)-n)
+}
+
+// unwrapAll flattens joined errors into their leaves; nil has none.
+func unwrapAll(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var errs []error
+		for _, e := range j.Unwrap() {
+			errs = append(errs, unwrapAll(e)...)
+		}
+		return errs
+	}
+	return []error{err}
 }
