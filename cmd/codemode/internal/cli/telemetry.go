@@ -12,18 +12,18 @@ import (
 	"time"
 
 	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/cmd/codemode/internal/otlp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // telemetry is the OpenTelemetry export the OTEL_* environment asked
-// for. The exporters read the rest of the standard variables themselves
-// (headers, timeouts, TLS, compression, OTEL_TRACES_SAMPLER, batching).
+// for. The exporters' settings (headers, timeouts, TLS, compression,
+// temporality) are read by otlp.FromEnv; the SDK reads the sampler and
+// batching variables itself.
 type telemetry struct {
 	tp   *sdktrace.TracerProvider // nil: traces are off
 	mp   *sdkmetric.MeterProvider // nil: metrics are off
@@ -43,8 +43,7 @@ type signals struct {
 }
 
 // defaultOTLPEndpoint is the OpenTelemetry specification's default for
-// OTLP over HTTP. The Go exporters default to https instead, which fails
-// against a local collector, so the URL is always given to them.
+// OTLP over HTTP.
 const defaultOTLPEndpoint = "http://localhost:4318"
 
 // otlpURL is a signal's endpoint as the specification builds it: the
@@ -166,19 +165,21 @@ func startTelemetry(warn func(format string, args ...any)) *telemetry {
 	}
 	// Export errors come later, from the exporters' goroutines.
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { warn("telemetry: %v", err) }))
-	if plan.traces {
-		if exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(plan.tracesURL)); err != nil {
-			warn("telemetry: traces are not exported: %v", err)
-		} else {
-			t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	config := func(signal, url string) otlp.Config {
+		cfg, warnings := otlp.FromEnv(os.Getenv, signal, url)
+		for _, w := range warnings {
+			warn("telemetry: %s", w)
 		}
+		cfg.UserAgent = "codemode/" + version()
+		return cfg
+	}
+	if plan.traces {
+		exp := otlp.NewTraceExporter(config("TRACES", plan.tracesURL))
+		t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	}
 	if plan.metrics {
-		if exp, err := otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(plan.metricsURL)); err != nil {
-			warn("telemetry: metrics are not exported: %v", err)
-		} else {
-			t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)), sdkmetric.WithResource(res))
-		}
+		exp := otlp.NewMetricExporter(config("METRICS", plan.metricsURL))
+		t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)), sdkmetric.WithResource(res))
 	}
 	return t
 }
