@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/codemode-go/codemode"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -115,7 +114,7 @@ const (
 // server it started, or to an existing NATS.
 type Node struct {
 	cfg  Config
-	srv  *server.Server // nil when joined
+	srv  embedded // nil when joined
 	url  string
 	tok  string
 	nc   *nats.Conn
@@ -211,6 +210,9 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 
 // embed starts the embedded server.
 func (n *Node) embed() error {
+	if !EmbeddedServer {
+		return errNoEmbedded
+	}
 	if n.cfg.DataDir == "" {
 		return errors.New("cluster: an embedded NATS server needs a data directory (Config.DataDir, --data)")
 	}
@@ -239,44 +241,25 @@ func (n *Node) embed() error {
 	if err != nil {
 		return err
 	}
-	opts := &server.Options{
-		ServerName:         "codemode-" + name[:12],
-		Host:               host,
-		Port:               port,
-		Authorization:      tok,
-		JetStream:          true,
-		StoreDir:           filepath.Join(n.cfg.DataDir, "jetstream"),
-		NoSigs:             true,
-		MaxPayload:         maxState,
-		JetStreamMaxMemory: 64 << 20,
-	}
-	if n.cfg.TLS != nil {
-		opts.TLSConfig, opts.TLS, opts.TLSTimeout = n.cfg.TLS, true, 5
-	}
+	o := serverOptions{name: "codemode-" + name[:12], host: host, port: port, token: tok,
+		storeDir: filepath.Join(n.cfg.DataDir, "jetstream"), tls: n.cfg.TLS}
 	if n.cfg.ClusterListen != "" {
-		chost, cport, err := loopback("cluster listen", n.cfg.ClusterListen, "", 0)
-		if err != nil {
+		o.clusterName = cmp.Or(n.cfg.ClusterName, "codemode")
+		if o.clusterHost, o.clusterPort, err = loopback("cluster listen", n.cfg.ClusterListen, "", 0); err != nil {
 			return err
 		}
-		opts.Cluster = server.ClusterOpts{Name: cmp.Or(n.cfg.ClusterName, "codemode"), Host: chost, Port: cport,
-			Username: "codemode", Password: tok, ConnectRetries: 120}
 		for _, r := range n.cfg.Routes {
 			rhost, rport, err := loopback("route", r, "", 0)
 			if err != nil {
 				return err
 			}
-			opts.Routes = append(opts.Routes, &url.URL{Scheme: "nats-route", User: url.UserPassword("codemode", tok),
+			o.routes = append(o.routes, &url.URL{Scheme: "nats-route", User: url.UserPassword("codemode", tok),
 				Host: net.JoinHostPort(rhost, strconv.Itoa(rport))})
 		}
 	}
-	srv, err := server.NewServer(opts)
+	srv, err := startServer(o)
 	if err != nil {
-		return fmt.Errorf("cluster: embedded NATS server: %w", err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(15 * time.Second) {
-		srv.Shutdown()
-		return errors.New("cluster: the embedded NATS server did not start within 15s")
+		return err
 	}
 	n.srv, n.tok, n.url = srv, tok, srv.ClientURL()
 	if n.cfg.TLS != nil {
