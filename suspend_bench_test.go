@@ -67,6 +67,7 @@ return { order, customer }`
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
+	resetPeakRSS()
 	states := make([][]byte, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -85,6 +86,9 @@ return { order, customer }`
 	}
 	b.ReportMetric(float64(total)/float64(b.N), "state-bytes")
 	b.ReportMetric(float64(after.HeapInuse-before.HeapInuse)/float64(b.N), "heap-bytes/run")
+	if p := peakRSS(); p > 0 {
+		b.ReportMetric(float64(p)/(1<<20), "peak-RSS-MiB")
+	}
 	runtime.KeepAlive(states)
 }
 

@@ -683,3 +683,22 @@ func TestSuspendedResultSaysSo(t *testing.T) {
 		t.Errorf("got %+v, %v, %v; want the run ended, without a suspension", res, s, err)
 	}
 }
+
+// TestStateExactSize: a small run's state is handed out without the room
+// its snapshot was written in, so a host that keeps many holds their
+// bytes and no more.
+func TestStateExactSize(t *testing.T) {
+	get := Tool{Run: func(_ context.Context, in json.RawMessage) (any, error) { return in, nil }}
+	rt, err := New(Options{Tools: Tools{"x": Tools{"get": get}}, StateKey: testStateKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	_, s, err := rt.ExecuteSuspendable(context.Background(), `const a = await tools.x.get({ id: 1 }); return a`)
+	if err != nil || s == nil {
+		t.Fatalf("not suspended: %v", err)
+	}
+	if spare := cap(s.State) - len(s.State); spare > len(s.State)/8 {
+		t.Errorf("a state of %d bytes has %d bytes of spare capacity", len(s.State), spare)
+	}
+}

@@ -68,3 +68,27 @@ func flip(b []byte, i int) []byte {
 	c[i] ^= 1
 	return c
 }
+
+// TestSealExact: an envelope keeps at most an eighth of its length in
+// spare capacity, whatever room its body's buffer had, and still opens.
+func TestSealExact(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	for _, c := range []struct{ n, room int }{{10, 64 << 10}, {15_000, 64 << 10}, {1 << 20, 100 << 10}, {1 << 20, 0}} {
+		body := make([]byte, c.n, c.n+c.room)
+		for i := range body {
+			body[i] = byte(i)
+		}
+		out, err := Seal(body, "TESTMAG1", []byte(`{"a":1}`), key, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if spare := cap(out) - len(out); spare > len(out)/8 {
+			t.Errorf("body %d with room %d: %d bytes spare in an envelope of %d", c.n, c.room, spare, len(out))
+		}
+		var head struct{ A int }
+		got, _, err := Open(out, "TESTMAG1", [][]byte{key}, &head)
+		if err != nil || len(got) != c.n || head.A != 1 || got[c.n-1] != byte(c.n-1) {
+			t.Errorf("body %d: reopened %d bytes, %+v, %v", c.n, len(got), head, err)
+		}
+	}
+}
