@@ -482,6 +482,36 @@ func (rt *Runtime) suspended(h *stateHeader, state []byte) *Suspended {
 	return s
 }
 
+// CompactState returns state recompressed to be kept: the same run, the
+// same pending calls, about a quarter smaller for a small run (zstd in
+// place of the S2 that the round trip of a suspended run uses, which is
+// faster to write). Compact a state that will wait a while, for an
+// approval say, before it is stored; Resume and Inspect take both forms,
+// and compacting a compacted state returns it as it is. The state is
+// authenticated first, as Resume does, and sealed again under StateKey.
+// It stops with ctx's error between megabytes of the state.
+func (rt *Runtime) CompactState(ctx context.Context, state []byte) ([]byte, error) {
+	if len(rt.opts.StateKey) == 0 {
+		return nil, ErrNoStateKey
+	}
+	h, snap, err := rt.openState(state)
+	if err != nil {
+		return nil, err
+	}
+	compact, err := sandbox.Compact(ctx, snap)
+	if err != nil {
+		if errors.Is(err, sandbox.ErrStateCorrupt) {
+			return nil, fmt.Errorf("%w: %w", ErrStateInvalid, err)
+		}
+		return nil, err
+	}
+	head, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("codemode: the state could not be compacted: %w", err)
+	}
+	return envelope.Seal(compact, stateMagic, head, rt.opts.StateKey, ctx.Err)
+}
+
 // Inspect authenticates a state and describes it as the Suspended that
 // returned it did: its pending calls (with their inputs as the program
 // made them), run and step. A host that keeps only the state bytes reads

@@ -58,7 +58,13 @@ for (let i = 0; ; i++) { const r = await tools.x.get({ i }); if (r.i < 0) return
 
 // BenchmarkParked holds b.N suspended runs of a small program in memory:
 // what parking a run costs is its state's bytes.
-func BenchmarkParked(b *testing.B) {
+func BenchmarkParked(b *testing.B) { benchParked(b, false) }
+
+// BenchmarkParkedCompacted is BenchmarkParked with each state compacted
+// (Runtime.CompactState) before it is held.
+func BenchmarkParkedCompacted(b *testing.B) { benchParked(b, true) }
+
+func benchParked(b *testing.B, compact bool) {
 	ctx := context.Background()
 	rt := suspendBench(b)
 	const code = `const order = await tools.x.get({ id: "o-1", total: 4599 })
@@ -75,7 +81,13 @@ return { order, customer }`
 		if err != nil || s == nil {
 			b.Fatal("not suspended", err)
 		}
-		states = append(states, s.State)
+		state := s.State
+		if compact {
+			if state, err = rt.CompactState(ctx, state); err != nil {
+				b.Fatal(err)
+			}
+		}
+		states = append(states, state)
 	}
 	b.StopTimer()
 	runtime.GC()

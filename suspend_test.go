@@ -1,6 +1,7 @@
 package codemode
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -700,5 +701,90 @@ func TestStateExactSize(t *testing.T) {
 	}
 	if spare := cap(s.State) - len(s.State); spare > len(s.State)/8 {
 		t.Errorf("a state of %d bytes has %d bytes of spare capacity", len(s.State), spare)
+	}
+}
+
+// TestCompactState: a compacted state is smaller, describes the same
+// pending call, and resumes to the same end as the state it came from;
+// compacting it again changes nothing; a damaged one, or one sealed
+// under another key, is refused.
+func TestCompactState(t *testing.T) {
+	get := Tool{Run: func(_ context.Context, in json.RawMessage) (any, error) { return in, nil }}
+	opts := Options{Tools: Tools{"x": Tools{"get": get}}, StateKey: testStateKey}
+	rt, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ctx := context.Background()
+	const code = `const rows = Array.from({ length: 500 }, (_, i) => ({ i, s: "row " + i }))
+const a = await tools.x.get({ id: 1 })
+const b = await tools.x.get({ id: a.id + 1 })
+return { a, b, n: rows.length, last: rows[499].s }`
+	_, s, err := rt.ExecuteSuspendable(ctx, code)
+	if err != nil || s == nil {
+		t.Fatalf("not suspended: %v", err)
+	}
+	compact, err := rt.CompactState(ctx, s.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("state %d bytes, compacted %d", len(s.State), len(compact))
+	if len(compact) >= len(s.State) || cap(compact)-len(compact) > len(compact)/8 {
+		t.Errorf("compacted %d bytes to %d (capacity %d)", len(s.State), len(compact), cap(compact))
+	}
+	if again, err := rt.CompactState(ctx, compact); err != nil || !bytes.Equal(again, compact) {
+		t.Errorf("compacting again: %d bytes, %v", len(again), err)
+	}
+	in, err := rt.Inspect(compact)
+	if err != nil || len(in.Pending) != 1 || string(in.Pending[0].Input) != string(s.Pending[0].Input) {
+		t.Fatalf("Inspect: %+v, %v", in, err)
+	}
+	finish := func(state []byte) string {
+		t.Helper()
+		p := s.Pending[0]
+		_, next, err := rt.Resume(ctx, state, CallResult{Index: p.Index, Output: p.Input})
+		if err != nil || next == nil {
+			t.Fatalf("first resume: %v", err)
+		}
+		// The next state is compacted too, on the way.
+		c, err := rt.CompactState(ctx, next.State)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := next.Pending[0]
+		res, last, err := rt.Resume(ctx, c, CallResult{Index: q.Index, Output: q.Input})
+		if err != nil || last != nil || !res.OK {
+			t.Fatalf("second resume: %+v, %v, %v", res, last, err)
+		}
+		return string(res.Value)
+	}
+	if got, want := finish(compact), finish(s.State); got != want || !strings.Contains(got, `"last":"row 499"`) {
+		t.Errorf("compacted: %s; as it was: %s", got, want)
+	}
+
+	damaged := bytes.Clone(compact)
+	damaged[len(damaged)/2] ^= 1
+	if _, err := rt.CompactState(ctx, damaged); !errors.Is(err, ErrStateInvalid) {
+		t.Errorf("damaged: %v", err)
+	}
+	if _, _, err := rt.Resume(ctx, damaged, CallResult{Index: s.Pending[0].Index, Output: s.Pending[0].Input}); !errors.Is(err, ErrStateInvalid) {
+		t.Errorf("resuming damaged: %v", err)
+	}
+	other, err := New(Options{Tools: opts.Tools, StateKey: []byte("another key, 32 bytes long.....!")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.CompactState(ctx, s.State); !errors.Is(err, ErrStateInvalid) {
+		t.Errorf("another key: %v", err)
+	}
+	none, err := New(Options{Tools: opts.Tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer none.Close()
+	if _, err := none.CompactState(ctx, s.State); !errors.Is(err, ErrNoStateKey) {
+		t.Errorf("no key: %v", err)
 	}
 }

@@ -67,7 +67,9 @@ func (img *Image) Portable() bool { return img.frozen }
 // (the first page's index, the count, then the pages, each XORed with the
 // image's: a page where a run changed a few words is mostly zero bytes,
 // which compress to almost nothing). A record never spans blocks, so a
-// block is applied to a memory on its own.
+// block is applied to a memory on its own. A compacted snapshot
+// (compact.go) has the same layout under its own magic, its blocks in
+// zstd.
 //
 // Blocks are what bound the work: between two, AppendSnapshot checks its
 // context and its size limit, and a block is the only buffer it fills
@@ -377,7 +379,16 @@ func samePage(buf, image []byte, i int) bool {
 // are decoded a block at a time straight into the new instance's memory.
 func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Instance, error) {
 	head := len(snapshotMagic) + sha256.Size
-	if len(snap) < head+crcSize || string(snap[:len(snapshotMagic)]) != snapshotMagic {
+	if len(snap) < head+crcSize {
+		return nil, ErrSnapshotCorrupt
+	}
+	var codec blockCodec
+	switch string(snap[:len(snapshotMagic)]) {
+	case snapshotMagic:
+		codec = s2Codec
+	case compactMagic:
+		codec = zstdCodec
+	default:
 		return nil, ErrSnapshotCorrupt
 	}
 	body, sum := snap[:len(snap)-crcSize], snap[len(snap)-crcSize:]
@@ -401,8 +412,8 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 			return nil, ErrSnapshotCorrupt
 		}
 		blk := rest[4 : 4+n]
-		size, err := s2.DecodedLen(blk)
-		if decoded += int64(size); err != nil || size > maxBlock || decoded > limit {
+		size, ok := codec.size(blk)
+		if decoded += int64(size); !ok || size > maxBlock || decoded > limit {
 			return nil, ErrSnapshotCorrupt
 		}
 		blocks = append(blocks, blk)
@@ -416,8 +427,8 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 	if cap(dec.b) < maxBlock {
 		dec.b = make([]byte, 0, maxBlock)
 	}
-	raw, err := s2.Decode(dec.b[:cap(dec.b)], blocks[0])
-	if err != nil {
+	raw, ok := codec.decode(dec.b, blocks[0])
+	if !ok {
 		return nil, ErrSnapshotCorrupt
 	}
 	r := bytes.NewReader(raw)
@@ -469,7 +480,7 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 	rs := img.e.randomState
 	copy(buf[rs:rs+8], img.mem[rs:rs+8])
 	for _, blk := range blocks[1:] {
-		if raw, err = s2.Decode(dec.b[:cap(dec.b)], blk); err != nil || !applyPages(buf, raw) {
+		if raw, ok = codec.decode(dec.b, blk); !ok || !applyPages(buf, raw) {
 			// The CRC held, so the bytes are as written: only a writer
 			// with another idea of the layout gets here. The instance
 			// never ran.

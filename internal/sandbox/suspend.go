@@ -374,3 +374,14 @@ func (r *run) callSite(id int) (line, col int) {
 	}
 	return line, col
 }
+
+// Compact returns a state's snapshot recompressed to be kept (see
+// quickjs.Compact): smaller, and as resumable. ErrStateCorrupt: the
+// snapshot is not whole.
+func Compact(ctx context.Context, snapshot []byte) ([]byte, error) {
+	out, err := quickjs.Compact(ctx, snapshot)
+	if errors.Is(err, quickjs.ErrSnapshotCorrupt) {
+		return nil, ErrStateCorrupt
+	}
+	return out, err
+}
