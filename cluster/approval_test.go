@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -52,6 +53,11 @@ func TestApprovalAcrossFronts(t *testing.T) {
 	q := asked.Calls[0]
 	if q.Name != "shop.charge" || q.Reason != "Charge this order?" || string(q.Shown()) != `{"order":"o-7"}` || fx.total() != 0 {
 		t.Fatalf("question %+v %s (charges %d)", q, q.Shown(), fx.total())
+	}
+	// The parked run's state is kept compacted (its snapshot comes first
+	// in the state, under the compacted magic), and resumes from there.
+	if rec, _, err := n.record(ctx, id); err != nil || rec.Status != parked || !bytes.HasPrefix(rec.State, []byte("CMQJSNZ1")) {
+		t.Fatalf("the parked record: %v, status %v, state begins %q", err, rec.Status, rec.State[:min(8, len(rec.State))])
 	}
 	a.Close() // the front that asked is gone
 	b := openNode(t, Config{URL: n.URL(), Options: []nats.Option{nats.Token(n.Token())}})
