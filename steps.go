@@ -41,6 +41,12 @@ type Steps struct {
 	// host can hand out a reference to a run (its RunID and Step) instead
 	// of the state, and read the state back with State.
 	KeepStates bool
+	// CompactStates compacts each step's state (Runtime.CompactState)
+	// before it is recorded: the Suspended that Start and Resume return
+	// holds the compacted state, the one the record's sum fences. For
+	// steps that wait for a person, whose states are kept a while; it
+	// costs a fraction of a millisecond per step.
+	CompactStates bool
 }
 
 // Start runs code as Runtime.ExecuteSuspendable does and, when the run
@@ -53,6 +59,7 @@ func (d Steps) Start(ctx context.Context, code string) (Result, *Suspended, erro
 	if err != nil || s == nil {
 		return res, s, err
 	}
+	d.compact(ctx, s)
 	if _, err := d.Runs.Create(ctx, s.RunID, d.record(s)); err != nil {
 		return res, nil, fmt.Errorf("codemode: recording the run: %w", err)
 	}
@@ -92,6 +99,7 @@ func (d Steps) Resume(ctx context.Context, state []byte, answer Answer) (Result,
 	res, next, err := d.Runtime.Resume(ctx, state, results...)
 	switch {
 	case next != nil:
+		d.compact(ctx, next)
 		_, rerr := d.Runs.Update(ctx, s.RunID, d.record(next), rev)
 		if rerr != nil {
 			return res, nil, fmt.Errorf("codemode: recording step %d of run %s: %w", next.Step, s.RunID, rerr)
@@ -142,6 +150,18 @@ func (d Steps) check() error {
 		return ErrNoRunStore
 	}
 	return nil
+}
+
+// compact replaces s.State with its compacted form when CompactStates
+// asks for it. A state that cannot be compacted (ctx ended) is kept as
+// it is: it is as valid, only larger.
+func (d Steps) compact(ctx context.Context, s *Suspended) {
+	if !d.CompactStates {
+		return
+	}
+	if c, err := d.Runtime.CompactState(ctx, s.State); err == nil {
+		s.State = c
+	}
 }
 
 // record is the record of a step not taken yet.

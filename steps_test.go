@@ -1,6 +1,7 @@
 package codemode
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,14 +24,15 @@ func TestStepsRunOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, runs := range map[string]store.Runs{"memory": &store.MemoryRuns{}, "dir": dir} {
+	for name, runs := range map[string]store.Runs{"memory": &store.MemoryRuns{}, "dir": dir, "memory, compacted": &store.MemoryRuns{}} {
+		compact := strings.HasSuffix(name, "compacted")
 		t.Run(name, func(t *testing.T) {
 			var writes atomic.Int64
 			tools := Tools{"bank": Tools{"pay": Tool{Run: func(context.Context, json.RawMessage) (any, error) {
 				return writes.Add(1), nil
 			}}}}
 			rt := mustNew(t, Options{Tools: tools, StateKey: testStateKey})
-			d := Steps{Runtime: rt, Runs: runs, Owner: "test"}
+			d := Steps{Runtime: rt, Runs: runs, Owner: "test", CompactStates: compact, KeepStates: compact}
 			ctx := context.Background()
 			code := `const a = await tools.bank.pay({ to: "a" }); const b = await tools.bank.pay({ to: "b" }); return [a, b]`
 			approve := func(ctx context.Context, s *Suspended) ([]CallResult, error) {
@@ -43,6 +45,14 @@ func TestStepsRunOnce(t *testing.T) {
 			_, first, err := d.Start(ctx, code)
 			if err != nil || first == nil {
 				t.Fatal(err)
+			}
+			if compact {
+				// The state handed out is the compacted one, and the one
+				// kept; the uncompacted form of the step would not be it.
+				kept, _, err := d.State(ctx, first.RunID)
+				if !bytes.HasPrefix(first.State, []byte("CMQJSNZ1")) || err != nil || !bytes.Equal(kept, first.State) {
+					t.Fatalf("compacted: state begins %q; kept %d bytes, %v", first.State[:8], len(kept), err)
+				}
 			}
 			// Many takers of the first step at once: one makes the call.
 			var wg sync.WaitGroup

@@ -61,7 +61,7 @@ var errApprovalUsed = errors.New("this approval was answered already (a request 
 func (s *Server) roundTrip(ctx context.Context, rt *codemode.Runtime, req *mcpsdk.CallToolRequest, code string) (codemode.Result, *mcpsdk.CallToolResult, error) {
 	ss := req.Session
 	session := s.sessionName(ss)
-	steps := codemode.Steps{Runtime: rt, Runs: s.steps, KeepStates: true}
+	steps := codemode.Steps{Runtime: rt, Runs: s.steps, KeepStates: true, CompactStates: true}
 	var res codemode.Result
 	var susp *codemode.Suspended
 	var err error
