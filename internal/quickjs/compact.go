@@ -72,20 +72,15 @@ func Compact(ctx context.Context, snap []byte) ([]byte, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if len(rest) < 4 {
+		blk, ok := nextBlock(&rest)
+		if !ok {
 			return nil, ErrSnapshotCorrupt
 		}
-		n := binary.LittleEndian.Uint32(rest)
-		if uint64(n) > uint64(len(rest)-4) {
+		if size, ok := s2Codec.size(blk); !ok || size > maxBlock {
 			return nil, ErrSnapshotCorrupt
 		}
-		blk := rest[4 : 4+n]
-		rest = rest[4+n:]
-		if size, err := s2.DecodedLen(blk); err != nil || size > maxBlock {
-			return nil, ErrSnapshotCorrupt
-		}
-		raw, err := s2.Decode(dec.b[:cap(dec.b)], blk)
-		if err != nil {
+		raw, ok := s2Codec.decode(dec.b, blk)
+		if !ok {
 			return nil, ErrSnapshotCorrupt
 		}
 		at := len(out)

@@ -19,19 +19,7 @@ func TestCompact(t *testing.T) {
 		{"several blocks", `globalThis.rows = Array.from({ length: 40000 }, (_, i) => ({ id: i, name: "item " + i })); log.push(rows.length, rows[39999].name); 0`, `0`, "40000|item 39999"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			in := fromImage(t, img)
-			if _, err := evalString(t, in, c.program); err != nil {
-				t.Fatal(err)
-			}
-			snap, err := snapshot(in)
-			in.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			compact, err := Compact(context.Background(), snap)
-			if err != nil {
-				t.Fatal(err)
-			}
+			snap, compact := snapshotAndCompact(t, img, c.program)
 			t.Logf("%d bytes compacted to %d", len(snap), len(compact))
 			if len(compact) >= len(snap) {
 				t.Errorf("compacted %d bytes to %d", len(snap), len(compact))
@@ -63,19 +51,7 @@ func TestCompact(t *testing.T) {
 // that announces more than a block, and one with a second frame after it.
 func TestCompactRefusesBadBytes(t *testing.T) {
 	img := frozenImage(t, snapshotSetup)
-	in := fromImage(t, img)
-	if _, err := evalString(t, in, waitingProgram); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := snapshot(in)
-	in.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	compact, err := Compact(context.Background(), snap)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap, compact := snapshotAndCompact(t, img, waitingProgram)
 	for _, bad := range [][]byte{nil, snap[:20], append(append([]byte(nil), snap[:len(snap)-1]...), snap[len(snap)-1]^1)} {
 		if _, err := Compact(context.Background(), bad); !errors.Is(err, ErrSnapshotCorrupt) {
 			t.Errorf("Compact of %d damaged bytes: %v", len(bad), err)
@@ -133,4 +109,23 @@ func TestCompactRefusesBadBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	back.Close()
+}
+
+// snapshotAndCompact runs program on an instance of img and returns its
+// snapshot, and that compacted.
+func snapshotAndCompact(t *testing.T, img *Image, program string) (snap, compact []byte) {
+	t.Helper()
+	in := fromImage(t, img)
+	defer in.Close()
+	if _, err := evalString(t, in, program); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := snapshot(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if compact, err = Compact(context.Background(), snap); err != nil {
+		t.Fatal(err)
+	}
+	return snap, compact
 }

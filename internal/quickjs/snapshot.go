@@ -404,20 +404,15 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 	limit := int64(reservation(img.e, img.cfg.MemoryLimit)) + 1<<20
 	var decoded int64
 	for rest := body[head:]; len(rest) > 0; {
-		if len(rest) < 4 {
+		blk, ok := nextBlock(&rest)
+		if !ok {
 			return nil, ErrSnapshotCorrupt
 		}
-		n := binary.LittleEndian.Uint32(rest)
-		if uint64(n) > uint64(len(rest)-4) {
-			return nil, ErrSnapshotCorrupt
-		}
-		blk := rest[4 : 4+n]
 		size, ok := codec.size(blk)
 		if decoded += int64(size); !ok || size > maxBlock || decoded > limit {
 			return nil, ErrSnapshotCorrupt
 		}
 		blocks = append(blocks, blk)
-		rest = rest[4+n:]
 	}
 	if len(blocks) == 0 {
 		return nil, ErrSnapshotCorrupt
@@ -496,6 +491,21 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 	in.origin, in.originRead = origin, originRead
 	in.rng = &rng
 	return in, nil
+}
+
+// nextBlock cuts the next block (its uint32 length, then its bytes) off
+// rest, reporting false when rest does not hold a whole one.
+func nextBlock(rest *[]byte) ([]byte, bool) {
+	r := *rest
+	if len(r) < 4 {
+		return nil, false
+	}
+	n := binary.LittleEndian.Uint32(r)
+	if uint64(n) > uint64(len(r)-4) {
+		return nil, false
+	}
+	*rest = r[4+n:]
+	return r[4 : 4+n], true
 }
 
 // applyPages XORs a block's records of pages into memory, reporting false

@@ -1,22 +1,20 @@
 package cli
 
 import (
-	"compress/gzip"
 	"context"
-	"io"
-	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/codemode-go/codemode/cmd/codemode/internal/otlp/otlptest"
 )
 
 func TestTelemetryPlan(t *testing.T) {
@@ -91,7 +89,7 @@ func TestOTLPDefaultEndpoint(t *testing.T) {
 	if err != nil {
 		t.Skipf("the default OTLP port is taken on this machine: %v", err)
 	}
-	c := &collector{bodies: map[string][][]byte{}, types: map[string]string{}}
+	c := &otlptest.Collector{}
 	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: c}}
 	srv.Start()
 	defer srv.Close()
@@ -101,42 +99,9 @@ func TestOTLPDefaultEndpoint(t *testing.T) {
 	if code != exitOK || strings.Contains(errs, "telemetry") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.bodies["/v1/traces"]) == 0 {
-		t.Errorf("got requests for %v, want spans at /v1/traces", slices.Collect(maps.Keys(c.bodies)))
+	if len(c.Bodies("/v1/traces")) == 0 {
+		t.Errorf("got %d requests, none with spans at /v1/traces", len(c.Requests()))
 	}
-}
-
-// collector is an OTLP/HTTP receiver on loopback: it keeps each request's
-// decompressed body by path.
-type collector struct {
-	mu     sync.Mutex
-	bodies map[string][][]byte
-	types  map[string]string
-}
-
-func (c *collector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var body io.Reader = r.Body
-	if r.Header.Get("Content-Encoding") == "gzip" {
-		zr, err := gzip.NewReader(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		body = zr
-	}
-	b, err := io.ReadAll(body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	c.mu.Lock()
-	c.bodies[r.URL.Path] = append(c.bodies[r.URL.Path], b)
-	c.types[r.URL.Path] = r.Header.Get("Content-Type")
-	c.mu.Unlock()
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	w.WriteHeader(http.StatusOK) // an empty body is a full success
 }
 
 // clearOTelEnv unsets the variables that could redirect or stop the
@@ -185,29 +150,29 @@ return c.name`
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &collector{bodies: map[string][][]byte{}, types: map[string]string{}}
+			c := &otlptest.Collector{}
 			srv := httptest.NewServer(c)
 			defer srv.Close()
 			clearOTelEnv(t)
 			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
 			tc.run(t) // returns after the flush at exit: everything has arrived
-			c.check(t)
+			checkExport(t, c)
 		})
 	}
 }
 
-// check decodes what the collector received.
-func (c *collector) check(t *testing.T) {
+// checkExport decodes what the collector received.
+func checkExport(t *testing.T, c *otlptest.Collector) {
 	t.Helper()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if got := c.types["/v1/traces"]; got != "application/x-protobuf" {
-		t.Errorf("traces Content-Type: got %q, want application/x-protobuf", got)
+	for _, r := range c.Requests() {
+		if got := r.Header.Get("Content-Type"); got != "application/x-protobuf" {
+			t.Errorf("%s Content-Type: got %q, want application/x-protobuf", r.Path, got)
+		}
 	}
 	type span struct{ id, parent, name string }
 	var spans []span
 	var service string
-	for _, b := range c.bodies["/v1/traces"] {
+	for _, b := range c.Bodies("/v1/traces") {
 		var req coltracepb.ExportTraceServiceRequest
 		if err := proto.Unmarshal(b, &req); err != nil {
 			t.Fatalf("a /v1/traces body is not an ExportTraceServiceRequest: %v", err)
@@ -246,7 +211,7 @@ func (c *collector) check(t *testing.T) {
 	}
 
 	var metrics []string
-	for _, b := range c.bodies["/v1/metrics"] {
+	for _, b := range c.Bodies("/v1/metrics") {
 		var req colmetricpb.ExportMetricsServiceRequest
 		if err := proto.Unmarshal(b, &req); err != nil {
 			t.Fatalf("a /v1/metrics body is not an ExportMetricsServiceRequest: %v", err)

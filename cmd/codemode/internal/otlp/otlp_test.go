@@ -1,7 +1,6 @@
 package otlp
 
 import (
-	"compress/gzip"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -19,10 +18,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/codemode-go/codemode/cmd/codemode/internal/otlp/otlptest"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
@@ -41,53 +40,8 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// collector is an OTLP/HTTP receiver on loopback. It keeps each
-// request; answer, when set, writes the response instead of a 200.
-type collector struct {
-	mu     sync.Mutex
-	reqs   []*http.Request
-	bodies [][]byte
-	answer func(w http.ResponseWriter, n int) // n counts requests from 1
-}
-
-func (c *collector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var body io.Reader = r.Body
-	if r.Header.Get("Content-Encoding") == "gzip" {
-		zr, err := gzip.NewReader(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		body = zr
-	}
-	b, err := io.ReadAll(body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	c.mu.Lock()
-	c.reqs = append(c.reqs, r)
-	c.bodies = append(c.bodies, b)
-	n := len(c.reqs)
-	answer := c.answer
-	c.mu.Unlock()
-	if answer != nil {
-		answer(w, n)
-		return
-	}
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	w.WriteHeader(http.StatusOK)
-}
-
-func (c *collector) take() (reqs []*http.Request, bodies [][]byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	reqs, bodies, c.reqs, c.bodies = c.reqs, c.bodies, nil, nil
-	return reqs, bodies
-}
-
-func newCollector(t *testing.T) (*collector, *httptest.Server) {
-	c := &collector{}
+func newCollector(t *testing.T) (*otlptest.Collector, *httptest.Server) {
+	c := &otlptest.Collector{}
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
 	return c, srv
@@ -165,24 +119,24 @@ func TestSpansMatchOfficial(t *testing.T) {
 	if err := official.ExportSpans(ctx, spans); err != nil {
 		t.Fatal(err)
 	}
-	_, want := c.take()
+	want := c.Take()
 
 	ours := NewTraceExporter(Config{URL: srv.URL + "/v1/traces"})
 	if err := ours.ExportSpans(ctx, spans); err != nil {
 		t.Fatal(err)
 	}
-	reqs, got := c.take()
+	got := c.Take()
 	if len(want) != 1 || len(got) != 1 {
 		t.Fatalf("got %d and %d requests, want 1 each", len(want), len(got))
 	}
-	if ct := reqs[0].Header.Get("Content-Type"); ct != "application/x-protobuf" {
+	if ct := got[0].Header.Get("Content-Type"); ct != "application/x-protobuf" {
 		t.Errorf("Content-Type %q", ct)
 	}
 	var w, g coltracepb.ExportTraceServiceRequest
-	if err := proto.Unmarshal(want[0], &w); err != nil {
+	if err := proto.Unmarshal(want[0].Body, &w); err != nil {
 		t.Fatal(err)
 	}
-	if err := proto.Unmarshal(got[0], &g); err != nil {
+	if err := proto.Unmarshal(got[0].Body, &g); err != nil {
 		t.Fatalf("our request does not decode: %v", err)
 	}
 	// The official exporter leaves a link's trace state out; this
@@ -291,20 +245,20 @@ func TestMetricsMatchOfficial(t *testing.T) {
 	if err := official.Export(ctx, rm); err != nil {
 		t.Fatal(err)
 	}
-	_, want := c.take()
+	want := c.Take()
 	ours := NewMetricExporter(Config{URL: srv.URL + "/v1/metrics"})
 	if err := ours.Export(ctx, rm); err != nil {
 		t.Fatal(err)
 	}
-	_, got := c.take()
+	got := c.Take()
 	if len(want) != 1 || len(got) != 1 {
 		t.Fatalf("got %d and %d requests, want 1 each", len(want), len(got))
 	}
 	var w, g colmetricpb.ExportMetricsServiceRequest
-	if err := proto.Unmarshal(want[0], &w); err != nil {
+	if err := proto.Unmarshal(want[0].Body, &w); err != nil {
 		t.Fatal(err)
 	}
-	if err := proto.Unmarshal(got[0], &g); err != nil {
+	if err := proto.Unmarshal(got[0].Body, &g); err != nil {
 		t.Fatalf("our request does not decode: %v", err)
 	}
 	if !proto.Equal(&w, &g) {
@@ -334,10 +288,10 @@ func TestUnknownAggregation(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "odd") {
 		t.Errorf("err = %v, want one naming the metric odd", err)
 	}
-	_, bodies := c.take()
+	reqs := c.Take()
 	var g colmetricpb.ExportMetricsServiceRequest
-	if len(bodies) != 1 || proto.Unmarshal(bodies[0], &g) != nil {
-		t.Fatalf("%d requests", len(bodies))
+	if len(reqs) != 1 || proto.Unmarshal(reqs[0].Body, &g) != nil {
+		t.Fatalf("%d requests", len(reqs))
 	}
 	if ms := g.ResourceMetrics[0].ScopeMetrics[0].Metrics; len(ms) != 1 || ms[0].Name != "fine" {
 		t.Errorf("sent %v", ms)
@@ -379,32 +333,32 @@ func TestRetry(t *testing.T) {
 	ctx := context.Background()
 	for _, code := range []int{http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout} {
 		c, srv := newCollector(t)
-		c.answer = func(w http.ResponseWriter, n int) {
+		c.SetAnswer(func(w http.ResponseWriter, n int) {
 			if n < 3 {
 				http.Error(w, "busy", code)
 				return
 			}
 			w.WriteHeader(http.StatusOK)
-		}
+		})
 		x := NewTraceExporter(Config{URL: srv.URL})
 		fastRetry(x)
 		if err := x.ExportSpans(ctx, spans); err != nil {
 			t.Errorf("%d: %v", code, err)
 		}
-		if reqs, _ := c.take(); len(reqs) != 3 {
+		if reqs := c.Take(); len(reqs) != 3 {
 			t.Errorf("%d: %d requests, want 3", code, len(reqs))
 		}
 	}
 
 	c, srv := newCollector(t)
-	c.answer = func(w http.ResponseWriter, _ int) { http.Error(w, "your request is malformed", http.StatusBadRequest) }
+	c.SetAnswer(func(w http.ResponseWriter, _ int) { http.Error(w, "your request is malformed", http.StatusBadRequest) })
 	x := NewTraceExporter(Config{URL: srv.URL})
 	fastRetry(x)
 	err := x.ExportSpans(ctx, spans)
 	if err == nil || !strings.Contains(err.Error(), "400") || !strings.Contains(err.Error(), "your request is malformed") {
 		t.Errorf("400: err = %v", err)
 	}
-	if reqs, _ := c.take(); len(reqs) != 1 {
+	if reqs := c.Take(); len(reqs) != 1 {
 		t.Errorf("400: %d requests, want 1", len(reqs))
 	}
 
@@ -423,10 +377,10 @@ func TestRetry(t *testing.T) {
 // export at once instead of sleeping through it.
 func TestRetryAfter(t *testing.T) {
 	c, srv := newCollector(t)
-	c.answer = func(w http.ResponseWriter, _ int) {
+	c.SetAnswer(func(w http.ResponseWriter, _ int) {
 		w.Header().Set("Retry-After", "3600")
 		http.Error(w, "slow down", http.StatusTooManyRequests)
-	}
+	})
 	x := NewTraceExporter(Config{URL: srv.URL, Timeout: time.Minute})
 	done := make(chan error, 1)
 	go func() { done <- x.ExportSpans(context.Background(), someSpans(t)) }()
@@ -438,7 +392,7 @@ func TestRetryAfter(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the export waited for the Retry-After")
 	}
-	if reqs, _ := c.take(); len(reqs) != 1 {
+	if reqs := c.Take(); len(reqs) != 1 {
 		t.Errorf("%d requests, want 1", len(reqs))
 	}
 }
@@ -472,20 +426,20 @@ func TestHangingCollector(t *testing.T) {
 // and the error carries its count and reason.
 func TestPartialSuccess(t *testing.T) {
 	c, srv := newCollector(t)
-	c.answer = func(w http.ResponseWriter, _ int) {
+	c.SetAnswer(func(w http.ResponseWriter, _ int) {
 		b, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{PartialSuccess: &coltracepb.ExportTracePartialSuccess{RejectedSpans: 3, ErrorMessage: "too old"}})
 		w.Header().Set("Content-Type", "application/x-protobuf")
 		_, _ = w.Write(b)
-	}
+	})
 	err := NewTraceExporter(Config{URL: srv.URL}).ExportSpans(context.Background(), someSpans(t))
 	if err == nil || !strings.Contains(err.Error(), "3 spans rejected: too old") {
 		t.Errorf("err = %v", err)
 	}
-	c.answer = func(w http.ResponseWriter, _ int) {
+	c.SetAnswer(func(w http.ResponseWriter, _ int) {
 		b, _ := proto.Marshal(&colmetricpb.ExportMetricsServiceResponse{PartialSuccess: &colmetricpb.ExportMetricsPartialSuccess{}})
 		w.Header().Set("Content-Type", "application/x-protobuf")
 		_, _ = w.Write(b)
-	}
+	})
 	if err := NewMetricExporter(Config{URL: srv.URL}).Export(context.Background(), someMetrics(t)); err != nil {
 		t.Errorf("an empty partial success is a success: %v", err)
 	}
@@ -553,7 +507,7 @@ func TestHeadersAndGzip(t *testing.T) {
 	if err := NewTraceExporter(cfg).ExportSpans(context.Background(), someSpans(t)); err != nil {
 		t.Fatal(err)
 	}
-	reqs, bodies := c.take()
+	reqs := c.Take()
 	if len(reqs) != 1 {
 		t.Fatalf("%d requests", len(reqs))
 	}
@@ -562,7 +516,7 @@ func TestHeadersAndGzip(t *testing.T) {
 		t.Errorf("headers %v", h)
 	}
 	var r coltracepb.ExportTraceServiceRequest
-	if err := proto.Unmarshal(bodies[0], &r); err != nil || countSpans(&r) == 0 {
+	if err := proto.Unmarshal(reqs[0].Body, &r); err != nil || countSpans(&r) == 0 {
 		t.Errorf("the gzipped body: %v, %d spans", err, countSpans(&r))
 	}
 }
@@ -578,7 +532,7 @@ func TestTLS(t *testing.T) {
 	pemBytes, _ := os.ReadFile(clientCert)
 	pool.AppendCertsFromPEM(pemBytes)
 
-	c := &collector{}
+	c := &otlptest.Collector{}
 	srv := httptest.NewUnstartedServer(c)
 	srv.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the untrusted attempt's handshake error
@@ -600,7 +554,7 @@ func TestTLS(t *testing.T) {
 	if err := NewTraceExporter(cfg).ExportSpans(context.Background(), someSpans(t)); err != nil {
 		t.Fatalf("with the CA and the client certificate: %v", err)
 	}
-	if reqs, _ := c.take(); len(reqs) != 1 {
+	if reqs := c.Take(); len(reqs) != 1 {
 		t.Errorf("%d requests", len(reqs))
 	}
 
@@ -656,7 +610,7 @@ func TestShutdown(t *testing.T) {
 	if err := x.ExportSpans(context.Background(), someSpans(t)); !errors.Is(err, errShutdown) {
 		t.Errorf("err = %v", err)
 	}
-	if reqs, _ := c.take(); len(reqs) != 0 {
+	if reqs := c.Take(); len(reqs) != 0 {
 		t.Errorf("%d requests after shutdown", len(reqs))
 	}
 }
