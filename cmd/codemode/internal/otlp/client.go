@@ -193,7 +193,22 @@ func newClient(cfg Config, items string) *client {
 		ExpectContinueTimeout: time.Second,
 		ForceAttemptHTTP2:     true,
 	}
-	return &client{cfg: cfg, http: &http.Client{Transport: t}, items: items, backoff: time.Second, maxBackoff: 5 * time.Second}
+	hc := &http.Client{Transport: t, CheckRedirect: sameHost}
+	return &client{cfg: cfg, http: hc, items: items, backoff: time.Second, maxBackoff: 5 * time.Second}
+}
+
+// sameHost follows a redirect only to the host the request was for: the
+// headers (an API key, say) would go along, and Go's client drops only
+// the ones it knows to be credentials. A redirect elsewhere is answered
+// as it is, which fails the export with its status.
+func sameHost(req *http.Request, via []*http.Request) error {
+	if len(via) >= 5 {
+		return errors.New("otlp: more than 5 redirects")
+	}
+	if req.URL.Host != via[0].URL.Host || req.URL.Scheme != via[0].URL.Scheme {
+		return http.ErrUseLastResponse
+	}
+	return nil
 }
 
 func (c *client) shutdown() {

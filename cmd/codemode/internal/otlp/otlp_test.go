@@ -614,3 +614,40 @@ func TestShutdown(t *testing.T) {
 		t.Errorf("%d requests after shutdown", len(reqs))
 	}
 }
+
+// TestRedirectElsewhere: a collector that redirects to another host does
+// not get the headers sent there; the export fails with its status. A
+// redirect on the same host is followed.
+func TestRedirectElsewhere(t *testing.T) {
+	other, otherSrv := newCollector(t)
+	c, srv := newCollector(t)
+	c.SetAnswer(func(w http.ResponseWriter, _ int) {
+		w.Header().Set("Location", otherSrv.URL+"/v1/traces")
+		w.WriteHeader(http.StatusTemporaryRedirect)
+	})
+	x := NewTraceExporter(Config{URL: srv.URL + "/v1/traces", Headers: map[string]string{"api-key": "s3cret"}})
+	err := x.ExportSpans(context.Background(), someSpans(t))
+	if err == nil || !strings.Contains(err.Error(), "307") {
+		t.Errorf("err = %v, want the redirect's status", err)
+	}
+	if n := len(other.Take()); n != 0 {
+		t.Errorf("the other host got %d requests", n)
+	}
+	// Same host: the request goes on to /moved, with its headers and
+	// its body.
+	c.SetAnswer(func(w http.ResponseWriter, _ int) {
+		if r := c.Requests(); r[len(r)-1].Path == "/moved" {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.Header().Set("Location", "/moved")
+		w.WriteHeader(http.StatusTemporaryRedirect)
+	})
+	if err := x.ExportSpans(context.Background(), someSpans(t)); err != nil {
+		t.Errorf("same-host redirect: %v", err)
+	}
+	reqs := c.Take()
+	if last := reqs[len(reqs)-1]; last.Path != "/moved" || last.Header.Get("api-key") != "s3cret" || len(last.Body) == 0 {
+		t.Errorf("the redirected request: %s %v, %d bytes", last.Path, last.Header, len(last.Body))
+	}
+}
