@@ -57,6 +57,30 @@ func BenchmarkToolCall(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*calls), "ns/call")
 }
 
+// BenchmarkFirstCall splits a short run's cost: a run that only reads a
+// tool off the tree, one that calls it once, twice, and two different
+// tools, against one that returns at once; and runs that allocate small
+// objects and no tool, for what the tree's first read costs the guest.
+func BenchmarkFirstCall(b *testing.B) {
+	noop := Tool{Run: func(context.Context, json.RawMessage) (any, error) { return json.RawMessage(`{"ok":true}`), nil }}
+	rt := benchRuntime(b, Options{Tools: Tools{"ns": Tools{"noop": noop, "other": noop}}})
+	for _, c := range []struct{ name, code string }{
+		{"return", `return 1`},
+		{"read-tool", `const f = tools.ns.noop; return 1`},
+		{"call", `await tools.ns.noop({}); return 1`},
+		{"call-twice", `await tools.ns.noop({}); await tools.ns.noop({}); return 1`},
+		{"call-two-tools", `await tools.ns.noop({}); await tools.ns.other({}); return 1`},
+		{"alloc-10", `const a = []; for (let i = 0; i < 10; i++) a.push({ i }); return 1`},
+		{"alloc-100", `const a = []; for (let i = 0; i < 100; i++) a.push({ i }); return 1`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				benchExecute(b, rt, c.code)
+			}
+		})
+	}
+}
+
 // BenchmarkScaling runs a program of three instant tool calls on one
 // Runtime from 1 to 16 goroutines at once, reporting runs/s: past the
 // processor count the throughput should level off, not fall.
