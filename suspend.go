@@ -487,7 +487,8 @@ func (rt *Runtime) suspended(h *stateHeader, state []byte) *Suspended {
 // place of the S2 that the round trip of a suspended run uses, which is
 // faster to write). Compact a state that will wait a while, for an
 // approval say, before it is stored; Resume and Inspect take both forms,
-// and compacting a compacted state returns it as it is. The state is
+// and compacting a compacted state changes nothing but, when it was
+// sealed under one of PreviousStateKeys, the key. The state is
 // authenticated first, as Resume does, and sealed again under StateKey.
 // It stops with ctx's error between megabytes of the state.
 func (rt *Runtime) CompactState(ctx context.Context, state []byte) ([]byte, error) {

@@ -779,6 +779,29 @@ return { a, b, n: rows.length, last: rows[499].s }`
 	if _, err := other.CompactState(ctx, s.State); !errors.Is(err, ErrStateInvalid) {
 		t.Errorf("another key: %v", err)
 	}
+	// A state sealed under a previous key is compacted under the current
+	// one, which alone then opens it.
+	newKey := []byte("the next key, also 32 bytes long")
+	rotated, err := New(Options{Tools: opts.Tools, StateKey: newKey, PreviousStateKeys: [][]byte{testStateKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rotated.Close()
+	resealed, err := rotated.CompactState(ctx, s.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onlyNew, err := New(Options{Tools: opts.Tools, StateKey: newKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer onlyNew.Close()
+	if _, err := onlyNew.Inspect(resealed); err != nil {
+		t.Errorf("the resealed state under the new key alone: %v", err)
+	}
+	if _, err := rt.Inspect(resealed); !errors.Is(err, ErrStateInvalid) {
+		t.Errorf("the resealed state under the old key: %v", err)
+	}
 	none, err := New(Options{Tools: opts.Tools})
 	if err != nil {
 		t.Fatal(err)

@@ -42,9 +42,10 @@ var (
 )
 
 // Compact returns snap with its blocks in zstd, ready to be kept. A
-// snapshot already compacted is returned as it is. snap is checked as
-// Resume checks it (its CRC, and what each block decodes to), but not
-// against an image: compacting needs none. It stops with ctx's error
+// snapshot already compacted is returned as it is, unchecked (Resume
+// checks it). Any other is checked as Resume checks it (its CRC, and
+// what each block decodes to), but not against an image: compacting
+// needs none. It stops with ctx's error
 // between blocks. The result may have room to spare (as much as snap
 // took): whoever keeps it seals it first.
 func Compact(ctx context.Context, snap []byte) ([]byte, error) {

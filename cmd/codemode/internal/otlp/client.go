@@ -123,14 +123,19 @@ func FromEnv(getenv func(string) string, signal, url string) (Config, []string) 
 		cfg.TLS = &tc
 	}
 	if signal == "METRICS" {
-		switch v, n := get("METRICS_TEMPORALITY_PREFERENCE"); strings.ToLower(v) {
+		// These two exist only in the metrics' own form.
+		metricsVar := func(name string) (string, string) {
+			n := "OTEL_EXPORTER_OTLP_METRICS_" + name
+			return strings.TrimSpace(getenv(n)), n
+		}
+		switch v, n := metricsVar("TEMPORALITY_PREFERENCE"); strings.ToLower(v) {
 		case "", "cumulative":
 		case "delta", "lowmemory":
 			cfg.Temporality = strings.ToLower(v)
 		default:
 			warnings = append(warnings, fmt.Sprintf("%s=%s is ignored: it is cumulative, delta or lowmemory", n, v))
 		}
-		switch v, n := get("METRICS_DEFAULT_HISTOGRAM_AGGREGATION"); strings.ToLower(v) {
+		switch v, n := metricsVar("DEFAULT_HISTOGRAM_AGGREGATION"); strings.ToLower(v) {
 		case "", "explicit_bucket_histogram":
 		case "base2_exponential_bucket_histogram":
 			cfg.ExponentialHistograms = true
