@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -201,14 +200,14 @@ func (t *telemetry) configure(o *codemode.Options) {
 func (t *telemetry) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
-	var errs []error
 	if t.tp != nil {
-		errs = append(errs, t.tp.Shutdown(ctx))
+		if err := t.tp.Shutdown(ctx); err != nil {
+			t.warn("telemetry: traces not all exported at exit: %v", err)
+		}
 	}
 	if t.mp != nil {
-		errs = append(errs, t.mp.Shutdown(ctx))
-	}
-	if err := errors.Join(errs...); err != nil {
-		t.warn("telemetry: flushing at exit: %v", err)
+		if err := t.mp.Shutdown(ctx); err != nil {
+			t.warn("telemetry: metrics not all exported at exit: %v", err)
+		}
 	}
 }
