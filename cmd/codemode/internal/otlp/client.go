@@ -249,6 +249,10 @@ func (c *client) post(ctx context.Context, body []byte) error {
 	for attempt := 1; ; attempt++ {
 		retry, after, err := c.once(ctx, body, encoding)
 		if !retry {
+			if attempt > 1 && ctx.Err() != nil {
+				// The deadline fell during an attempt, not between two.
+				return fmt.Errorf("%w (%d attempts, then %v)", err, attempt, ctx.Err())
+			}
 			return err
 		}
 		if after <= 0 {

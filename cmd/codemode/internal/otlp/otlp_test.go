@@ -371,6 +371,24 @@ func TestRetry(t *testing.T) {
 	if err := x.ExportSpans(ctx, spans); err == nil || !strings.Contains(err.Error(), "attempts") {
 		t.Errorf("refused: err = %v, want one counting the attempts", err)
 	}
+
+	// The timeout falls during the second attempt, not between two: the
+	// error still counts them.
+	c, srv = newCollector(t)
+	release := make(chan struct{})
+	defer close(release)
+	c.SetAnswer(func(w http.ResponseWriter, n int) {
+		if n == 1 {
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		<-release
+	})
+	x = NewTraceExporter(Config{URL: srv.URL, Timeout: 300 * time.Millisecond})
+	fastRetry(x)
+	if err := x.ExportSpans(ctx, spans); err == nil || !strings.Contains(err.Error(), "2 attempts") {
+		t.Errorf("hung second attempt: err = %v, want one counting 2 attempts", err)
+	}
 }
 
 // TestRetryAfter: a Retry-After past the export's timeout ends the
