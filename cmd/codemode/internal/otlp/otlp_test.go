@@ -366,7 +366,7 @@ func TestRetry(t *testing.T) {
 	dead := httptest.NewServer(http.NotFoundHandler())
 	url := dead.URL
 	dead.Close()
-	x = NewTraceExporter(Config{URL: url, Timeout: 300 * time.Millisecond})
+	x = NewTraceExporter(Config{URL: url, Timeout: time.Second})
 	fastRetry(x)
 	if err := x.ExportSpans(ctx, spans); err == nil || !strings.Contains(err.Error(), "attempts") {
 		t.Errorf("refused: err = %v, want one counting the attempts", err)
