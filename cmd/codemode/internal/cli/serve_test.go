@@ -130,7 +130,16 @@ func TestNodesAndDrainCommands(t *testing.T) {
 		}
 		list = nil
 		_ = json.Unmarshal(out.Bytes(), &list)
-		if len(list) == 2 || time.Now().After(deadline) {
+		// Both nodes, and the worker has said the run ended (its status
+		// beats every few seconds).
+		idle := false
+		for _, n := range list {
+			if ws, _ := n["workers"].([]any); len(ws) == 1 {
+				w, _ := ws[0].(map[string]any)
+				idle = w["busy"] == float64(0)
+			}
+		}
+		if len(list) == 2 && idle || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
