@@ -3,6 +3,8 @@ package quickjs
 import (
 	"context"
 	"errors"
+	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -113,5 +115,54 @@ func TestKillFromAnotherGoroutine(t *testing.T) {
 	}
 	if in.AllocatedSize() != 0 {
 		t.Error("AllocatedSize on a dead instance")
+	}
+}
+
+// BenchmarkEngineCases times the pinned engine on the cases of
+// testdata/engine-cases.txt, with loop fuel (as runs use it) and with no
+// stop mechanism: scripts/engine-flags.sh times the same cases on engines
+// built from source at other optimization levels, natively and under V8
+// (BENCHMARKS.md, "Where compute time goes").
+func BenchmarkEngineCases(b *testing.B) {
+	data, err := os.ReadFile("testdata/engine-cases.txt")
+	if err != nil {
+		b.Fatal(err)
+	}
+	type engineCase struct{ name, code string }
+	var cases []engineCase
+	for line := range strings.Lines(string(data)) {
+		name, code, ok := strings.Cut(strings.TrimSuffix(line, "\n"), "\t")
+		if ok && !strings.HasPrefix(name, "#") {
+			cases = append(cases, engineCase{name, code})
+		}
+	}
+	if len(cases) == 0 {
+		b.Fatal("no cases in testdata/engine-cases.txt")
+	}
+	for _, m := range stopModes {
+		if m.mode == StopContextDone {
+			continue // BenchmarkStopModes says what it costs
+		}
+		e, err := NewEngine(context.Background(), Config{Wasm: testWasm(b), Stop: m.mode})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range cases {
+			b.Run(m.name+"/"+c.name, func(b *testing.B) {
+				for b.Loop() {
+					in, err := e.NewInstance(context.Background(), InstanceConfig{MemoryLimit: 256 << 20})
+					if err != nil {
+						b.Fatal(err)
+					}
+					v, err := in.Eval(c.code, "case.js", 0)
+					if err != nil {
+						b.Fatal(c.name, err)
+					}
+					in.Free(v)
+					in.Close()
+				}
+			})
+		}
+		_ = e.Close(context.Background())
 	}
 }
