@@ -246,12 +246,16 @@ func (c *client) post(ctx context.Context, body []byte) error {
 		body, encoding = buf.Bytes(), "gzip"
 	}
 	wait := c.backoff
+	// ended says how many attempts there were when the timeout fell,
+	// during an attempt or between two.
+	ended := func(err error, attempts int) error {
+		return fmt.Errorf("%w (%d attempts, then %v)", err, attempts, ctx.Err())
+	}
 	for attempt := 1; ; attempt++ {
 		retry, after, err := c.once(ctx, body, encoding)
 		if !retry {
 			if attempt > 1 && ctx.Err() != nil {
-				// The deadline fell during an attempt, not between two.
-				return fmt.Errorf("%w (%d attempts, then %v)", err, attempt, ctx.Err())
+				return ended(err, attempt)
 			}
 			return err
 		}
@@ -267,7 +271,7 @@ func (c *client) post(ctx context.Context, body []byte) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%w (%d attempts, then %v)", err, attempt, ctx.Err())
+			return ended(err, attempt)
 		case <-t.C:
 		}
 	}
