@@ -99,6 +99,9 @@ type blockCodec struct {
 	size func(blk []byte) (int, bool)
 	// decode decodes blk into dst's capacity.
 	decode func(dst, blk []byte) ([]byte, bool)
+	// reusable: AppendSnapshot may copy a block of this kind into a new
+	// snapshot (which is S2).
+	reusable bool
 }
 
 var s2Codec = blockCodec{
@@ -110,6 +113,7 @@ var s2Codec = blockCodec{
 		raw, err := s2.Decode(dst[:cap(dst)], blk)
 		return raw, err == nil
 	},
+	reusable: true,
 }
 
 // zstdCodec reads a compacted block: the size it decodes to (a uvarint),

@@ -128,6 +128,10 @@ type Instance struct {
 	hostName  string
 	hostArgs  [][]Value
 	hostDepth int
+
+	// prior is the snapshot the instance was resumed from, until its next
+	// snapshot (see rangePages).
+	prior *prior
 }
 
 // addLive counts a new instance, which Close waits for; it fails once the
@@ -724,6 +728,8 @@ func (in *Instance) Close() {
 	if in.released.Swap(true) {
 		return
 	}
+	in.prior.release()
+	in.prior = nil
 	recycled := in.img != nil && in.img.recycle(in)
 	in.dead = true
 	in.cancel()
@@ -744,6 +750,8 @@ func (in *Instance) Reuse() bool {
 	if in.img == nil || in.released.Load() || !in.img.recycle(in) {
 		return false
 	}
+	in.prior.release()
+	in.prior = nil
 	in.released.Store(true)
 	in.dead = true
 	in.cancel()

@@ -3,6 +3,7 @@ package quickjs
 import (
 	"bytes"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -71,18 +72,37 @@ func (img *Image) Portable() bool { return img.frozen }
 // (compact.go) has the same layout under its own magic, its blocks in
 // zstd.
 //
-// Blocks are what bound the work: between two, AppendSnapshot checks its
-// context and its size limit, and a block is the only buffer it fills
-// besides the snapshot itself. A megabyte is a millisecond or so of work,
-// and compresses about as well as one block of everything would, and
-// faster, since it stays in cache (BENCHMARKS.md, "Suspending a large
+// AppendSnapshot writes one block per range of rangePages pages that has
+// a page differing from the image, in order. That makes a block a
+// function of its range's pages alone: an instance resumed from an S2
+// snapshot keeps each block's compressed bytes and what they decoded to
+// (its prior), and its next snapshot copies a block whose pages the step
+// did not change instead of compressing it again. Compression is most of
+// what a snapshot costs, and a step of a run that holds a large heap
+// changes few of its pages. Image.Resume reads any blocking (snapshots
+// written before ranges had one block each resume, without reuse).
+//
+// Blocks of 64 KiB compress within 2% as well as blocks of a megabyte
+// on a megabyte of heap, but 10% worse on a hundred (S2 finds no match
+// across blocks), so a snapshot with more than maxPrior bytes of pages,
+// which no instance keeps to copy from, has blocks of largeRange pages.
+// Blocks are also what bound the work: between two, AppendSnapshot checks
+// its context and its size limit (BENCHMARKS.md, "Suspending a large
 // run").
 const (
-	snapshotBlock = 1 << 20
-	// maxBlock bounds a block's decoded size: a block of pages, with the
-	// record heads it can hold besides, or the first block (the globals
-	// and the random source).
-	maxBlock = snapshotBlock + 64<<10
+	rangePages = 16
+	// largeRange is the pages of a block in a snapshot with more than
+	// maxPrior bytes of pages.
+	largeRange = 256
+	// maxBlock bounds a block's decoded size: a megabyte of pages, with
+	// the record heads it can hold besides (snapshots from before ranges
+	// had blocks that large), or the first block (the globals and the
+	// random source).
+	maxBlock = 1<<20 + 64<<10
+	// maxPrior bounds what an instance keeps of the snapshot it was
+	// resumed from: a run with more than this many bytes of pages that
+	// differ from the image compresses all of them at its next snapshot.
+	maxPrior = 16 << 20
 )
 
 // SnapshotLimits bound Instance.AppendSnapshot.
@@ -112,7 +132,7 @@ func (e *SnapshotSizeError) Error() string {
 // made from an image; it is not changed but for its dead stack, which is
 // cleared. It stops with ctx's error once ctx ends and with a
 // *SnapshotSizeError once the snapshot outgrows lim.Max, checking both
-// after every block (see snapshotBlock), and returns nil then.
+// after every block (see rangePages), and returns nil then.
 func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim SnapshotLimits) ([]byte, error) {
 	img := in.img
 	if img == nil || in.dead || in.depth != 0 {
@@ -149,22 +169,21 @@ func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim Snapshot
 	// Which pages differ is found first, at memory speed: it tells how much
 	// there is to compress, from which the snapshot's size is estimated
 	// (to size its buffer, and to say how large it would have been).
-	var runs [][2]int // first page, count
-	total := 0
 	pages := len(buf) / pageSize
-	for i := 0; i < pages; {
-		if samePage(buf, img.mem, i) {
-			i++
-			continue
+	differ := make([]bool, pages)
+	total := 0
+	for i := range differ {
+		if !samePage(buf, img.mem, i) {
+			differ[i] = true
+			total += pageSize
+			if i%rangePages == 0 || !differ[i-1] {
+				total += 8 // a record's head
+			}
 		}
-		j := i + 1
-		for j < pages && !samePage(buf, img.mem, j) {
-			j++
-		}
-		runs = append(runs, [2]int{i, j - i})
-		total += (j-i)*pageSize + 8*(1+(j-i)*pageSize/snapshotBlock)
-		i = j
 	}
+	prior := in.prior
+	in.dropPrior()
+	defer prior.release()
 	stage := blockBuffers.get()
 	defer blockBuffers.put(stage)
 	if cap(stage.b) < maxBlock {
@@ -189,22 +208,33 @@ func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim Snapshot
 	b = append(b, rng...)
 
 	w := &snapWriter{ctx: ctx, out: dst, base: len(dst), summed: len(dst), lim: lim, total: total + len(b)}
+	if prior != nil {
+		// The snapshot the instance resumed from is the best guess at
+		// this one's size.
+		w.guess = prior.size + prior.size/8
+	}
 	w.grow(len(snapshotMagic) + len(img.sum))
 	w.out = append(w.out, snapshotMagic...)
 	w.out = append(w.out, img.sum[:]...)
 	if err := w.block(b); err != nil {
 		return nil, err
 	}
-	b = b[:0]
-	for _, r := range runs {
-		for k, end := r[0], r[0]+r[1]; k < end; {
-			n := min((snapshotBlock-len(b)-8)/pageSize, end-k)
-			if n <= 0 {
-				if err := w.block(b); err != nil {
-					return nil, err
-				}
-				b = b[:0]
+	// Past maxPrior no instance keeps the blocks to copy, and blocks of a
+	// megabyte compress about 10% better than blocks of a range.
+	span := rangePages
+	if total > maxPrior {
+		span = largeRange
+	}
+	for r := 0; r*span < pages; r++ {
+		b = b[:0]
+		for k, end := r*span, min((r+1)*span, pages); k < end; {
+			if !differ[k] {
+				k++
 				continue
+			}
+			n := 1
+			for k+n < end && differ[k+n] {
+				n++
 			}
 			b = le.AppendUint32(b, uint32(k))
 			b = le.AppendUint32(b, uint32(n))
@@ -212,9 +242,16 @@ func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim Snapshot
 				b = appendXOR(b, buf[k*pageSize:(k+1)*pageSize], imagePage(img.mem, k))
 			}
 		}
-	}
-	if len(b) > 0 {
-		if err := w.block(b); err != nil {
+		if len(b) == 0 {
+			continue
+		}
+		var err error
+		if old, ok := prior.block(r); ok && span == rangePages && bytes.Equal(old.raw, b) {
+			err = w.copyBlock(old.enc, len(b))
+		} else {
+			err = w.block(b)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -232,6 +269,7 @@ type snapWriter struct {
 	summed int
 	total  int // bytes to compress in all
 	done   int // bytes compressed so far
+	guess  int // the snapshot's likely size, when known before writing
 }
 
 // block appends raw, compressed, then checks the context and the limit.
@@ -245,13 +283,18 @@ func (w *snapWriter) block(raw []byte) error {
 	if need := s2.MaxEncodedLen(len(raw)); cap(scratch.b) < need {
 		scratch.b = make([]byte, s2.MaxEncodedLen(maxBlock))
 	}
-	enc := s2.Encode(scratch.b[:cap(scratch.b)], raw)
+	return w.copyBlock(s2.Encode(scratch.b[:cap(scratch.b)], raw), len(raw))
+}
+
+// copyBlock appends enc, a block compressed from rawLen bytes, then
+// checks the context and the limit.
+func (w *snapWriter) copyBlock(enc []byte, rawLen int) error {
 	w.grow(4 + len(enc))
 	w.out = binary.LittleEndian.AppendUint32(w.out, uint32(len(enc)))
 	w.out = append(w.out, enc...)
 	w.crc = crc32.Update(w.crc, crcTable, w.out[w.summed:])
 	w.summed = len(w.out)
-	w.done += len(raw)
+	w.done += rawLen
 	if w.lim.Max > 0 && len(w.out)-w.base > w.lim.Max {
 		return &SnapshotSizeError{About: w.estimate(), Max: w.lim.Max}
 	}
@@ -281,10 +324,10 @@ func (w *snapWriter) grow(need int) {
 	if cap(w.out) >= want {
 		return
 	}
-	if w.done >= 2*snapshotBlock {
+	if w.done >= sizeProbe {
 		want = max(want, w.base+int(w.estimate()*9/8)+need+w.lim.Room)
 	} else {
-		want = max(want, 2*cap(w.out), w.base+firstSnapshotCap+w.lim.Room)
+		want = max(want, 2*cap(w.out), w.base+max(firstSnapshotCap, w.guess)+w.lim.Room)
 	}
 	if w.lim.Max > 0 {
 		want = min(want, max(len(w.out)+need, w.base+w.lim.Max+need)+w.lim.Room)
@@ -293,6 +336,10 @@ func (w *snapWriter) grow(need int) {
 	copy(out, w.out)
 	w.out = out
 }
+
+// sizeProbe is how many bytes of pages grow compresses before it trusts
+// the ratio it has seen.
+const sizeProbe = 2 << 20
 
 // firstSnapshotCap is the snapshot's first size: a run that suspends with
 // a small heap fits (its pages differ little from the image's).
@@ -351,18 +398,12 @@ func appendXOR(b, page, base []byte) []byte {
 	}
 	n := len(b)
 	b = b[:n+pageSize]
-	for k := 0; k < pageSize; k += 8 {
-		binary.LittleEndian.PutUint64(b[n+k:], binary.LittleEndian.Uint64(page[k:])^binary.LittleEndian.Uint64(base[k:]))
-	}
+	subtle.XORBytes(b[n:], page, base)
 	return b
 }
 
-// xorInto XORs delta into dst, eight bytes at a time (both are whole pages).
-func xorInto(dst, delta []byte) {
-	for k := 0; k+8 <= len(delta); k += 8 {
-		binary.LittleEndian.PutUint64(dst[k:], binary.LittleEndian.Uint64(dst[k:])^binary.LittleEndian.Uint64(delta[k:]))
-	}
-}
+// xorInto XORs delta into dst (both are whole pages).
+func xorInto(dst, delta []byte) { subtle.XORBytes(dst, dst, delta) }
 
 func samePage(buf, image []byte, i int) bool {
 	p := buf[i*pageSize : (i+1)*pageSize]
@@ -382,12 +423,12 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 	if len(snap) < head+crcSize {
 		return nil, ErrSnapshotCorrupt
 	}
-	var codec blockCodec
+	var codec *blockCodec
 	switch string(snap[:len(snapshotMagic)]) {
 	case snapshotMagic:
-		codec = s2Codec
+		codec = &s2Codec
 	case compactMagic:
-		codec = zstdCodec
+		codec = &zstdCodec
 	default:
 		return nil, ErrSnapshotCorrupt
 	}
@@ -474,13 +515,45 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 	// recorded differences gives the snapshot's memory.
 	rs := img.e.randomState
 	copy(buf[rs:rs+8], img.mem[rs:rs+8])
+	// Pages are decoded into one buffer, kept with a copy of the blocks as
+	// the instance's prior (see rangePages), when the snapshot is S2 and
+	// not too large; into one block's buffer, reused, when it is not.
+	var keep *byteSlice
+	pagesLen := int(decoded) - len(raw)
+	at, kept := 0, pagesLen // where the next block's pages go, and its copy
+	if codec.reusable && pagesLen <= maxPrior {
+		need := pagesLen + len(body) - head - 4*len(blocks) - len(blocks[0])
+		keep = priorBuffers.get()
+		if cap(keep.b) < need {
+			keep.b = make([]byte, need)
+		}
+		keep.b = keep.b[:need]
+		in.prior = &prior{buf: keep, size: len(snap)}
+	}
+	last := -1
 	for _, blk := range blocks[1:] {
-		if raw, ok = codec.decode(dec.b, blk); !ok || !applyPages(buf, raw) {
+		into := dec.b
+		if keep != nil {
+			into = keep.b[at:at:pagesLen]
+		}
+		if raw, ok = codec.decode(into, blk); !ok || !applyPages(buf, raw) {
 			// The CRC held, so the bytes are as written: only a writer
 			// with another idea of the layout gets here. The instance
 			// never ran.
 			in.Close()
 			return nil, ErrSnapshotCorrupt
+		}
+		if keep == nil {
+			continue
+		}
+		at += len(raw)
+		if r, ok := blockRange(raw); ok && r > last {
+			// A copy: the caller's bytes are theirs again once Resume
+			// returns, and the instance may snapshot later.
+			enc := keep.b[kept : kept+copy(keep.b[kept:], blk)]
+			kept += len(enc)
+			in.prior.add(r, enc, raw)
+			last = r
 		}
 	}
 	if err := setGlobals(in.mod, img.e.globals, globals); err != nil {
@@ -507,6 +580,63 @@ func nextBlock(rest *[]byte) ([]byte, bool) {
 	*rest = r[4+n:]
 	return r[4 : 4+n], true
 }
+
+// blockRange reports the range (see rangePages) that all of a block's
+// records lie in, or false when they span more than one. raw is a block
+// applyPages accepted.
+func blockRange(raw []byte) (int, bool) {
+	le := binary.LittleEndian
+	r := int(le.Uint32(raw)) / rangePages
+	for len(raw) > 0 {
+		first, n := int(le.Uint32(raw)), int(le.Uint32(raw[4:]))
+		if first/rangePages != r || (first+n-1)/rangePages != r {
+			return 0, false
+		}
+		raw = raw[8+n*pageSize:]
+	}
+	return r, true
+}
+
+// prior is what an instance was resumed from, by range: each block's
+// compressed bytes (in the snapshot Resume read) and what they decoded to
+// (in buf, which is the instance's until its next snapshot).
+type prior struct {
+	blocks []priorBlock
+	buf    *byteSlice
+	size   int // the snapshot's length
+}
+
+type priorBlock struct{ enc, raw []byte }
+
+func (p *prior) add(r int, enc, raw []byte) {
+	if r >= len(p.blocks) {
+		p.blocks = append(p.blocks, make([]priorBlock, r+1-len(p.blocks))...)
+	}
+	p.blocks[r] = priorBlock{enc, raw}
+}
+
+// block is range r's block, if the snapshot had one of its own.
+func (p *prior) block(r int) (priorBlock, bool) {
+	if p == nil || r >= len(p.blocks) || p.blocks[r].enc == nil {
+		return priorBlock{}, false
+	}
+	return p.blocks[r], true
+}
+
+// release gives the buffer back; p is not used again.
+func (p *prior) release() {
+	if p != nil {
+		priorBuffers.put(p.buf)
+	}
+}
+
+// dropPrior forgets the instance's prior, which is the caller's to
+// release: a snapshot's blocks are read from the caller's bytes, which
+// are not to be relied on once the call that resumed from them returns.
+func (in *Instance) dropPrior() { in.prior = nil }
+
+// priorBuffers hold a resumed instance's decoded pages.
+var priorBuffers = newBuffers[byteSlice]()
 
 // applyPages XORs a block's records of pages into memory, reporting false
 // when they do not fit it.

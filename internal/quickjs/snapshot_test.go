@@ -202,7 +202,7 @@ func TestSnapshotBlocks(t *testing.T) {
 		t.Errorf("room after the snapshot: %d bytes, want at least %d", cap(snap)-len(snap), room)
 	}
 	size := len(snap) - len(prefix)
-	if size < 2*snapshotBlock/4 {
+	if size < 256<<10 {
 		t.Fatalf("snapshot of %d bytes: too small to test several blocks", size)
 	}
 	back, err := img.Resume(context.Background(), snap[len(prefix):], nil)
