@@ -10,6 +10,8 @@ import (
 	"hash/crc32"
 	"io"
 	"math/rand/v2"
+	"runtime"
+	"sync"
 	"time"
 
 	"context"
@@ -210,8 +212,9 @@ func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim Snapshot
 	w := &snapWriter{ctx: ctx, out: dst, base: len(dst), summed: len(dst), lim: lim, total: total + len(b)}
 	if prior != nil {
 		// The snapshot the instance resumed from is the best guess at
-		// this one's size.
-		w.guess = prior.size + prior.size/8
+		// this one's size, and a sixteenth over it stays under the spare
+		// room that makes the envelope copy a state to trim it.
+		w.guess = prior.size + prior.size/16
 	}
 	w.grow(len(snapshotMagic) + len(img.sum))
 	w.out = append(w.out, snapshotMagic...)
@@ -442,6 +445,7 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 	// Every block's length, and what it decodes to, before anything is
 	// decoded: a snapshot cannot ask for more than the memory it restores.
 	var blocks [][]byte
+	var sizes []int
 	limit := int64(reservation(img.e, img.cfg.MemoryLimit)) + 1<<20
 	var decoded int64
 	for rest := body[head:]; len(rest) > 0; {
@@ -454,6 +458,7 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 			return nil, ErrSnapshotCorrupt
 		}
 		blocks = append(blocks, blk)
+		sizes = append(sizes, size)
 	}
 	if len(blocks) == 0 {
 		return nil, ErrSnapshotCorrupt
@@ -518,42 +523,20 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 	// Pages are decoded into one buffer, kept with a copy of the blocks as
 	// the instance's prior (see rangePages), when the snapshot is S2 and
 	// not too large; into one block's buffer, reused, when it is not.
-	var keep *byteSlice
-	pagesLen := int(decoded) - len(raw)
-	at, kept := 0, pagesLen // where the next block's pages go, and its copy
-	if codec.reusable && pagesLen <= maxPrior {
-		need := pagesLen + len(body) - head - 4*len(blocks) - len(blocks[0])
-		keep = priorBuffers.get()
-		if cap(keep.b) < need {
-			keep.b = make([]byte, need)
-		}
-		keep.b = keep.b[:need]
-		in.prior = &prior{buf: keep, size: len(snap)}
-	}
-	last := -1
-	for _, blk := range blocks[1:] {
-		into := dec.b
-		if keep != nil {
-			into = keep.b[at:at:pagesLen]
-		}
-		if raw, ok = codec.decode(into, blk); !ok || !applyPages(buf, raw) {
-			// The CRC held, so the bytes are as written: only a writer
-			// with another idea of the layout gets here. The instance
-			// never ran.
+	if pagesLen := int(decoded) - len(raw); codec.reusable && pagesLen <= maxPrior {
+		if !in.resumePrior(buf, snap, blocks[1:], sizes[1:], pagesLen) {
 			in.Close()
 			return nil, ErrSnapshotCorrupt
 		}
-		if keep == nil {
-			continue
-		}
-		at += len(raw)
-		if r, ok := blockRange(raw); ok && r > last {
-			// A copy: the caller's bytes are theirs again once Resume
-			// returns, and the instance may snapshot later.
-			enc := keep.b[kept : kept+copy(keep.b[kept:], blk)]
-			kept += len(enc)
-			in.prior.add(r, enc, raw)
-			last = r
+	} else {
+		for _, blk := range blocks[1:] {
+			if raw, ok = codec.decode(dec.b, blk); !ok || !applyPages(buf, raw) {
+				// The CRC held, so the bytes are as written: only a
+				// writer with another idea of the layout gets here. The
+				// instance never ran.
+				in.Close()
+				return nil, ErrSnapshotCorrupt
+			}
 		}
 	}
 	if err := setGlobals(in.mod, img.e.globals, globals); err != nil {
@@ -565,6 +548,79 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 	in.rng = &rng
 	return in, nil
 }
+
+// resumePrior decodes an S2 snapshot's blocks of pages (whose sizes
+// are decoded sizes, pagesLen in all) into one buffer, XORs them into
+// memory and keeps them, and a copy of each block, as the instance's
+// prior. It reports false when a block does not decode to its size or
+// does not fit memory.
+//
+// A megabyte of pages takes most of a millisecond to decode, so past
+// parallelDecode bytes the second half of the blocks is decoded on
+// another goroutine, into its own part of the buffer; the XOR into
+// memory stays on this one.
+func (in *Instance) resumePrior(mem, snap []byte, blocks [][]byte, sizes []int, pagesLen int) bool {
+	encLen := 0
+	for _, blk := range blocks {
+		encLen += len(blk)
+	}
+	keep := priorBuffers.get()
+	if cap(keep.b) < pagesLen+encLen {
+		keep.b = make([]byte, pagesLen+encLen)
+	}
+	keep.b = keep.b[:pagesLen+encLen]
+	in.prior = &prior{buf: keep, size: len(snap)}
+	raws := make([][]byte, len(blocks))
+	decode := func(from, to, at int) bool {
+		for i := from; i < to; i++ {
+			raw, err := s2.Decode(keep.b[at:at+sizes[i]], blocks[i])
+			if err != nil || len(raw) != sizes[i] {
+				return false
+			}
+			raws[i], at = raw, at+sizes[i]
+		}
+		return true
+	}
+	half, at := len(blocks), 0 // the second half's first block, and where it goes
+	if pagesLen >= parallelDecode && runtime.GOMAXPROCS(0) > 1 {
+		for half = 0; at < pagesLen/2; half++ {
+			at += sizes[half]
+		}
+	}
+	ok := true
+	if half < len(blocks) {
+		var wg sync.WaitGroup
+		var second bool
+		wg.Go(func() { second = decode(half, len(blocks), at) })
+		ok = decode(0, half, 0)
+		wg.Wait()
+		ok = ok && second
+	} else {
+		ok = decode(0, len(blocks), 0)
+	}
+	if !ok {
+		return false
+	}
+	last, kept := -1, pagesLen
+	for i, raw := range raws {
+		if !applyPages(mem, raw) {
+			return false
+		}
+		if r, ok := blockRange(raw); ok && r > last {
+			// A copy: the caller's bytes are theirs again once Resume
+			// returns, and the instance may snapshot later.
+			enc := keep.b[kept : kept+copy(keep.b[kept:], blocks[i])]
+			kept += len(enc)
+			in.prior.add(r, enc, raw)
+			last = r
+		}
+	}
+	return true
+}
+
+// parallelDecode is how many bytes of pages a snapshot has before
+// resumePrior decodes them on two goroutines.
+const parallelDecode = 256 << 10
 
 // nextBlock cuts the next block (its uint32 length, then its bytes) off
 // rest, reporting false when rest does not hold a whole one.
