@@ -679,12 +679,17 @@ func (p *prior) block(r int) (priorBlock, bool) {
 	return p.blocks[r], true
 }
 
-// release gives the buffer back; p is not used again.
+// release gives the buffer back, when it is small enough to keep; p is
+// not used again.
 func (p *prior) release() {
-	if p != nil {
+	if p != nil && cap(p.buf.b) <= maxPooledPrior {
 		priorBuffers.put(p.buf)
 	}
 }
+
+// maxPooledPrior is the largest prior buffer kept for reuse: the pool
+// would otherwise hold on to four of the largest runs' buffers for good.
+const maxPooledPrior = 4 << 20
 
 // dropPrior forgets the instance's prior, which is the caller's to
 // release: a snapshot's blocks are read from the caller's bytes, which
