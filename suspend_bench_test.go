@@ -22,14 +22,18 @@ func suspendBench(b *testing.B) *Runtime {
 
 // BenchmarkSuspendResume is the round trip of a suspended run: Resume
 // delivers a result to the run in a state, which runs to its next call
-// and suspends again (a new state). Every op resumes the same state.
-// keep is how much the program holds across the step (an array of
-// objects: 8,000 of them take 1 MiB of engine heap, measured).
+// and suspends again (a new state). Every op resumes the same state, so
+// that an op decodes it; in the -chain cases each op resumes the state
+// the last one returned, as a run's steps do (the instance that wrote it
+// is kept warm for it), 16 steps at a time. keep is how much the program holds across the
+// step (an array of objects: 8,000 of them take 1 MiB of engine heap,
+// measured).
 func BenchmarkSuspendResume(b *testing.B) {
 	for _, c := range []struct {
-		name string
-		keep int
-	}{{"small", 0}, {"heap-1MiB", 8_000}} {
+		name  string
+		keep  int
+		chain bool
+	}{{"small", 0, false}, {"heap-1MiB", 8_000, false}, {"small-chain", 0, true}, {"heap-1MiB-chain", 8_000, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			ctx := context.Background()
 			rt := suspendBench(b)
@@ -43,18 +47,29 @@ for (let i = 0; ; i++) { const r = await tools.x.get({ i }); if (r.i < 0) return
 			result := CallResult{Index: p.Index, Output: p.Input}
 			size := 0
 			b.ResetTimer()
+			state := s.State
 			for i := 0; i < b.N; i++ {
-				_, next, err := rt.Resume(ctx, s.State, result)
+				_, next, err := rt.Resume(ctx, state, result)
 				if err != nil || next == nil {
 					b.Fatal("not suspended again", err)
 				}
 				size = len(next.State)
+				switch {
+				case c.chain && (i+1)%chainSteps != 0:
+					state, result = next.State, CallResult{Index: next.Pending[0].Index, Output: next.Pending[0].Input}
+				case c.chain: // a state's audit grows with its steps: start again
+					state, result = s.State, CallResult{Index: p.Index, Output: p.Input}
+				}
 			}
 			b.ReportMetric(float64(len(s.State)), "state-bytes")
 			b.ReportMetric(float64(size), "next-state-bytes")
 		})
 	}
 }
+
+// chainSteps is how many steps a -chain case of BenchmarkSuspendResume
+// runs before it starts from the first state again.
+const chainSteps = 16
 
 // BenchmarkParked holds b.N suspended runs of a small program in memory:
 // what parking a run costs is its state's bytes.

@@ -58,7 +58,10 @@ type Image struct {
 	// grown are reset instances whose memory grew past the image's: the
 	// image's pages, zero beyond. A snapshot of their size resumes on one
 	// without growing a memory (a page fault per page).
-	grown  []*Instance
+	grown []*Instance
+	// warm are instances kept unreset for a resume of the snapshot they
+	// wrote last (warm.go).
+	warm   []*Instance
 	closed bool
 }
 
@@ -346,9 +349,19 @@ func (in *Instance) reseed() error {
 // later NewInstance. It reports false when the instance cannot be reused:
 // it died, was killed, is running, or grew its memory.
 func (img *Image) recycle(in *Instance) bool {
+	if img.parkWarm(in) {
+		return true
+	}
+	in.forget()
 	if in.dead || in.killed.Load() || in.depth != 0 || in.mod == nil {
 		return false
 	}
+	return img.reset(in)
+}
+
+// reset makes an instance's memory and globals the image's again and
+// keeps it, reporting false when the image keeps enough.
+func (img *Image) reset(in *Instance) bool {
 	m := in.mod.Memory()
 	grown := int(m.Size()) > len(img.mem)
 	full := func() bool {
@@ -396,10 +409,11 @@ func (img *Image) Close() {
 	}
 	img.e.mu.Unlock()
 	img.mu.Lock()
-	spares := append(img.spares, img.grown...)
-	img.spares, img.grown, img.closed = nil, nil, true
+	spares := append(append(img.spares, img.grown...), img.warm...)
+	img.spares, img.grown, img.warm, img.closed = nil, nil, nil, true
 	img.mu.Unlock()
 	for _, in := range spares {
+		in.forget()
 		in.closeModule()
 	}
 }

@@ -132,6 +132,9 @@ type Instance struct {
 	// prior is the snapshot the instance was resumed from, until its next
 	// snapshot (see rangePages).
 	prior *prior
+	// wrote is the instance's last snapshot, until anything else runs in
+	// it (warm.go).
+	wrote *written
 }
 
 // addLive counts a new instance, which Close waits for; it fails once the
@@ -246,6 +249,9 @@ func (e *Engine) newInstance(ctx context.Context, cfg InstanceConfig) (in *Insta
 // call invokes a guest export. Any wazero error (a trap, a kill, a closed
 // module) leaves the instance dead.
 func (in *Instance) call(id export, args ...uint64) (uint64, error) {
+	if in.wrote != nil {
+		in.forget()
+	}
 	if in.dead {
 		if in.killed.Load() {
 			return 0, ErrInterrupted

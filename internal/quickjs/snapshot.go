@@ -183,9 +183,10 @@ func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim Snapshot
 			}
 		}
 	}
-	prior := in.prior
+	was := in.prior // what the instance was resumed from
 	in.dropPrior()
-	defer prior.release()
+	defer was.release()
+	in.forget()
 	stage := blockBuffers.get()
 	defer blockBuffers.put(stage)
 	if cap(stage.b) < maxBlock {
@@ -210,11 +211,11 @@ func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim Snapshot
 	b = append(b, rng...)
 
 	w := &snapWriter{ctx: ctx, out: dst, base: len(dst), summed: len(dst), lim: lim, total: total + len(b)}
-	if prior != nil {
+	if was != nil {
 		// The snapshot the instance resumed from is the best guess at
 		// this one's size, and a sixteenth over it stays under the spare
 		// room that makes the envelope copy a state to trim it.
-		w.guess = prior.size + prior.size/16
+		w.guess = was.size + was.size/16
 	}
 	w.grow(len(snapshotMagic) + len(img.sum))
 	w.out = append(w.out, snapshotMagic...)
@@ -228,8 +229,27 @@ func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim Snapshot
 	if total > maxPrior {
 		span = largeRange
 	}
+	// A snapshot small enough for its instance to be kept warm (warm.go)
+	// has its pages written into one buffer, kept with it.
+	var kept *byteSlice
+	var blocks []keptBlock
+	if span == rangePages {
+		kept = priorBuffers.get()
+		if cap(kept.b) < total {
+			kept.b = make([]byte, 0, total)
+		}
+		kept.b = kept.b[:0]
+		defer func() {
+			if kept != nil {
+				priorBuffers.put(kept)
+			}
+		}()
+	}
 	for r := 0; r*span < pages; r++ {
 		b = b[:0]
+		if kept != nil {
+			b = kept.b[len(kept.b):len(kept.b):cap(kept.b)]
+		}
 		for k, end := r*span, min((r+1)*span, pages); k < end; {
 			if !differ[k] {
 				k++
@@ -249,7 +269,8 @@ func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim Snapshot
 			continue
 		}
 		var err error
-		if old, ok := prior.block(r); ok && span == rangePages && bytes.Equal(old.raw, b) {
+		at := len(w.out) - w.base + 4
+		if old, ok := was.block(r); ok && span == rangePages && bytes.Equal(old.raw, b) {
 			err = w.copyBlock(old.enc, len(b))
 		} else {
 			err = w.block(b)
@@ -257,10 +278,27 @@ func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim Snapshot
 		if err != nil {
 			return nil, err
 		}
+		if kept != nil {
+			blocks = append(blocks, keptBlock{r, at, len(w.out) - w.base - at, len(kept.b), len(b)})
+			kept.b = kept.b[:len(kept.b)+len(b)]
+		}
 	}
 	w.out = le.AppendUint32(w.out, w.crc)
+	if snap := w.out[w.base:]; kept != nil && len(snap) <= maxWarmState {
+		own := bytes.Clone(snap)
+		p := &prior{buf: kept, size: len(own)}
+		for _, k := range blocks {
+			p.add(k.r, own[k.enc:k.enc+k.encLen], kept.b[k.raw:k.raw+k.rawLen])
+		}
+		in.wrote = &written{snap: own, prior: p}
+		kept = nil // the instance's now
+	}
 	return w.out, nil
 }
+
+// keptBlock locates a block of a snapshot being written: its range, its
+// compressed bytes in the snapshot and its pages in the kept buffer.
+type keptBlock struct{ r, enc, encLen, raw, rawLen int }
 
 // snapWriter compresses a snapshot's blocks straight into the snapshot.
 type snapWriter struct {
@@ -498,6 +536,16 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 	var rng rand.ChaCha8
 	if rng.UnmarshalBinary(rngState) != nil {
 		return nil, ErrSnapshotCorrupt
+	}
+	if w := img.takeWarm(snap); w != nil {
+		in, err := img.resumeWarm(ctx, w, host, globals)
+		if err != nil {
+			return nil, err
+		}
+		in.born = time.Now().Add(-time.Duration(elapsed))
+		in.origin, in.originRead = origin, originRead
+		in.rng = &rng
+		return in, nil
 	}
 	in, err := img.newInstance(ctx, host, int(size))
 	if err != nil {
