@@ -31,6 +31,8 @@ type Runtime struct {
 	// stateKeys are StateKey and then PreviousStateKeys: the keys a state
 	// may be sealed with.
 	stateKeys [][]byte
+	// sealed are copies of the last states this Runtime sealed.
+	sealed sealedStates
 
 	// closing ends every run when Close is called.
 	closing context.Context

@@ -92,3 +92,32 @@ func TestSealExact(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenSealed: bytes a caller sealed itself open without their MAC,
+// as Open opens them; the kind and the header are still checked. (The
+// MAC is not: OpenSealed is only for bytes compared in full with the
+// caller's own copy.)
+func TestOpenSealed(t *testing.T) {
+	k := []byte("key one, 32 bytes long at least!")
+	sealed := mustSeal(t, []byte("hello"), []byte(`{"run":"r1","step":2}`), k)
+	var h head
+	got, err := OpenSealed(sealed, "TEST0001", &h)
+	if err != nil || string(got) != "hello" || h.Run != "r1" || h.Step != 2 || cap(got) != 5 {
+		t.Fatalf("%q %+v %v", got, h, err)
+	}
+	odd := mustSeal(t, nil, []byte(`{"run":"r","extra":1}`), k)
+	for name, c := range map[string]struct {
+		b     []byte
+		magic string
+	}{
+		"another kind":     {sealed, "TEST0002"},
+		"short":            {sealed[:10], "TEST0001"},
+		"the MAC cut":      {sealed[:len(sealed)-1], "TEST0001"},
+		"an unknown field": {odd, "TEST0001"},
+		"nothing":          {nil, "TEST0001"},
+	} {
+		if _, err := OpenSealed(c.b, c.magic, &h); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
