@@ -589,11 +589,14 @@ func (s *sealedStates) add(state []byte) {
 	s.mu.Unlock()
 }
 
-// has reports whether state is byte for byte one of the copies.
+// has reports whether state is byte for byte one of the copies. A copy
+// is never written once kept (add replaces it), so the comparing is done
+// outside the lock.
 func (s *sealedStates) has(state []byte) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, c := range s.last {
+	last := s.last
+	s.mu.Unlock()
+	for _, c := range last {
 		if len(c) == len(state) && bytes.Equal(c, state) {
 			return true
 		}

@@ -82,13 +82,35 @@ func (img *Image) parkWarm(in *Instance) bool {
 // takeWarm returns the warm instance whose last snapshot is snap, taken
 // from the image, or nil.
 func (img *Image) takeWarm(snap []byte) *Instance {
+	// The bytes are compared outside the lock (a copy is never written
+	// once kept); the instance is taken under it, if it is still there.
+	type candidate struct {
+		in   *Instance
+		snap []byte
+	}
+	var cands [maxWarm]candidate
+	n := 0
 	img.mu.Lock()
-	defer img.mu.Unlock()
-	for i, w := range img.warm {
-		if len(w.wrote.snap) == len(snap) && bytes.Equal(w.wrote.snap, snap) {
-			img.warm = append(img.warm[:i], img.warm[i+1:]...)
-			return w
+	for _, w := range img.warm {
+		if len(w.wrote.snap) == len(snap) {
+			cands[n] = candidate{w, w.wrote.snap}
+			n++
 		}
+	}
+	img.mu.Unlock()
+	for _, c := range cands[:n] {
+		if !bytes.Equal(c.snap, snap) {
+			continue
+		}
+		img.mu.Lock()
+		for i, w := range img.warm {
+			if w == c.in {
+				img.warm = append(img.warm[:i], img.warm[i+1:]...)
+				img.mu.Unlock()
+				return w
+			}
+		}
+		img.mu.Unlock()
 	}
 	return nil
 }
