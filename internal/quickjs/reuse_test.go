@@ -53,6 +53,20 @@ func memoryOf(t *testing.T, img *Image, snap []byte) []byte {
 	return bytes.Clone(buf)
 }
 
+// snapshotAfter snapshots a new instance of img once setup has run in it.
+func snapshotAfter(t *testing.T, img *Image, setup string) []byte {
+	t.Helper()
+	in := fromImage(t, img)
+	if _, err := evalString(t, in, setup); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := snapshot(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
 const reuseSetup = `globalThis.rows = Array.from({ length: 8000 }, (_, i) => ({ i, s: "item " + i })); globalThis.n = 0; 0`
 
 // TestSnapshotReusesBlocks: an instance resumed from a snapshot writes
@@ -62,14 +76,7 @@ const reuseSetup = `globalThis.rows = Array.from({ length: 8000 }, (_, i) => ({ 
 // all of it, growing the memory, freeing most of it.
 func TestSnapshotReusesBlocks(t *testing.T) {
 	img := frozenImage(t, "")
-	in := fromImage(t, img)
-	if _, err := evalString(t, in, reuseSetup); err != nil {
-		t.Fatal(err)
-	}
-	first, err := snapshot(in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := snapshotAfter(t, img, reuseSetup)
 	for _, c := range []struct {
 		name, step string
 		reuse      bool // most blocks are copied
@@ -123,14 +130,7 @@ func TestSnapshotReusesBlocks(t *testing.T) {
 // the caller's bytes, overwritten once Resume returned, do not get in.
 func TestSnapshotReuseOwnsItsBytes(t *testing.T) {
 	img := frozenImage(t, "")
-	in := fromImage(t, img)
-	if _, err := evalString(t, in, reuseSetup); err != nil {
-		t.Fatal(err)
-	}
-	first, err := snapshot(in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := snapshotAfter(t, img, reuseSetup)
 	mine := bytes.Clone(first)
 	back, err := img.Resume(context.Background(), mine, nil)
 	if err != nil {
@@ -166,14 +166,7 @@ func TestSnapshotReuseOwnsItsBytes(t *testing.T) {
 // So does a compacted one, whose blocks are not S2.
 func TestSnapshotOldBlocking(t *testing.T) {
 	img := frozenImage(t, "")
-	in := fromImage(t, img)
-	if _, err := evalString(t, in, `globalThis.rows = Array.from({ length: 3000 }, (_, i) => ({ i })); globalThis.n = 0; 0`); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := snapshot(in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := snapshotAfter(t, img, `globalThis.rows = Array.from({ length: 3000 }, (_, i) => ({ i })); globalThis.n = 0; 0`)
 	// One block of all the pages' records, in a snapshot of its own.
 	blocks := blocksOf(t, snap)
 	var pages []byte
@@ -235,14 +228,7 @@ func TestSnapshotOldBlocking(t *testing.T) {
 // keeps nothing to copy.
 func TestSnapshotLargeBlocks(t *testing.T) {
 	img := frozenImage(t, "")
-	in := fromImage(t, img)
-	if _, err := evalString(t, in, `globalThis.big = Array.from({ length: 400000 }, (_, i) => "s" + i); 0`); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := snapshot(in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := snapshotAfter(t, img, `globalThis.big = Array.from({ length: 400000 }, (_, i) => "s" + i); 0`)
 	blocks := blocksOf(t, snap)[1:]
 	var pages int
 	for _, blk := range blocks {
@@ -277,14 +263,7 @@ func TestSnapshotLargeBlocks(t *testing.T) {
 // another idea of the format), and the image goes on resuming good ones.
 func TestSnapshotBadBlockDecodedApart(t *testing.T) {
 	img := frozenImage(t, "")
-	in := fromImage(t, img)
-	if _, err := evalString(t, in, reuseSetup); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := snapshot(in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := snapshotAfter(t, img, reuseSetup)
 	blocks := blocksOf(t, snap)
 	for _, which := range []int{1, len(blocks) - 1} {
 		bad := append([]byte(nil), snap[:len(snapshotMagic)+32]...)
