@@ -246,7 +246,7 @@ func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim Snapshot
 		}()
 	}
 	for r := 0; r*span < pages; r++ {
-		b = b[:0]
+		b = stage.b[:0]
 		if kept != nil {
 			b = kept.b[len(kept.b):len(kept.b):cap(kept.b)]
 		}
@@ -277,6 +277,13 @@ func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim Snapshot
 		}
 		if err != nil {
 			return nil, err
+		}
+		if kept != nil && cap(b) != cap(kept.b)-len(kept.b) {
+			// The pages outgrew the buffer sized for them (they cannot:
+			// total counts them): keep nothing rather than pages that are
+			// not where the blocks say.
+			priorBuffers.put(kept)
+			kept, blocks = nil, nil
 		}
 		if kept != nil {
 			blocks = append(blocks, keptBlock{r, at, len(w.out) - w.base - at, len(kept.b), len(b)})
