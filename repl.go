@@ -108,7 +108,7 @@ func (rt *Runtime) openREPL(ctx context.Context, state []byte, h *replHeader) (*
 		return nil, fmt.Errorf("%w: it is %d bytes, over MaxStateBytes (%d)", ErrStateInvalid, len(state), rt.opts.MaxStateBytes)
 	}
 	var got replHeader
-	snap, _, err := envelope.Open(state, replMagic, rt.stateKeys, &got)
+	snap, err := rt.open(state, replMagic, &got)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStateInvalid, err)
 	}
@@ -131,7 +131,7 @@ func (rt *Runtime) sealREPL(h *replHeader, st sandbox.State) ([]byte, error) {
 	if n := len(st.Snapshot) + envelope.Overhead(replMagic, len(head)); int64(n) > rt.opts.MaxStateBytes {
 		return nil, &stateSizeError{n}
 	}
-	return envelope.Seal(st.Snapshot, replMagic, head, rt.opts.StateKey, nil)
+	return rt.seal(st.Snapshot, replMagic, head, nil)
 }
 
 // startREPL is start for a REPL cell: the program is compiled as a

@@ -94,7 +94,12 @@ func TestREPLRefusals(t *testing.T) {
 	if _, _, err := mustNew(t, Options{}).ExecuteREPL(ctx, nil, "1"); !errors.Is(err, ErrNoStateKey) {
 		t.Errorf("without a key: %v", err)
 	}
-	// A flipped byte, another key, a suspended run's state.
+	// A flipped byte, another key, a suspended run's state. rt sealed st
+	// and keeps a copy (sealedStates): equal bytes skip the MAC, and the
+	// refusals below must hold on that path too.
+	if !rt.sealed.has(st) {
+		t.Fatal("the Runtime kept no copy of a REPL state it sealed")
+	}
 	bad := append([]byte(nil), st...)
 	bad[len(bad)/2] ^= 1
 	if _, _, err := rt.ExecuteREPL(ctx, bad, "secret"); !errors.Is(err, ErrStateInvalid) {
@@ -109,8 +114,11 @@ func TestREPLRefusals(t *testing.T) {
 	if err != nil || s == nil {
 		t.Fatalf("suspend: %v %v", s, err)
 	}
-	if _, _, err := susp.ExecuteREPL(ctx, s.State, "1"); !errors.Is(err, ErrStateInvalid) {
+	if _, _, err := susp.ExecuteREPL(ctx, s.State, "1"); !errors.Is(err, ErrStateInvalid) || !susp.sealed.has(s.State) {
 		t.Errorf("a suspended run's state as a session: %v", err)
+	}
+	if _, _, err := rt.Resume(ctx, st); !errors.Is(err, ErrStateInvalid) {
+		t.Errorf("a session's state resumed as a suspended run: %v", err)
 	}
 	// Another session's state.
 	if _, _, err := rt.ExecuteREPL(WithSession(ctx, "eve"), st, "secret"); !errors.Is(err, ErrStateInvalid) {

@@ -511,7 +511,7 @@ func (rt *Runtime) CompactState(ctx context.Context, state []byte) ([]byte, erro
 	if err != nil {
 		return nil, fmt.Errorf("codemode: the state could not be compacted: %w", err)
 	}
-	return envelope.Seal(compact, stateMagic, head, rt.opts.StateKey, ctx.Err)
+	return rt.seal(compact, stateMagic, head, ctx.Err)
 }
 
 // Inspect authenticates a state and describes it as the Suspended that
@@ -546,7 +546,7 @@ func (rt *Runtime) sealState(ctx context.Context, deadline time.Time, h *stateHe
 	if n := len(st.Snapshot) + envelope.Overhead(stateMagic, len(head)); int64(n) > rt.opts.MaxStateBytes {
 		return nil, &stateSizeError{n}
 	}
-	state, err := envelope.Seal(st.Snapshot, stateMagic, head, rt.opts.StateKey, func() error {
+	return rt.seal(st.Snapshot, stateMagic, head, func() error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -555,10 +555,28 @@ func (rt *Runtime) sealState(ctx context.Context, deadline time.Time, h *stateHe
 		}
 		return nil
 	})
+}
+
+// seal seals an envelope of kind magic (a state, a REPL state) under
+// StateKey and keeps a copy of it (sealedStates).
+func (rt *Runtime) seal(body []byte, magic string, head []byte, check func() error) ([]byte, error) {
+	out, err := envelope.Seal(body, magic, head, rt.opts.StateKey, check)
 	if err == nil {
-		rt.sealed.add(state)
+		rt.sealed.add(out)
 	}
-	return state, err
+	return out, err
+}
+
+// open opens an envelope of kind magic sealed under one of the state
+// keys. Bytes equal in full to an envelope this Runtime sealed lately are
+// not authenticated again (sealedStates); the kind and the header are
+// checked either way.
+func (rt *Runtime) open(b []byte, magic string, head any) ([]byte, error) {
+	if rt.sealed.has(b) {
+		return envelope.OpenSealed(b, magic, head)
+	}
+	body, _, err := envelope.Open(b, magic, rt.stateKeys, head)
+	return body, err
 }
 
 // sealedStates keeps copies of the last few states a Runtime sealed. A
@@ -643,13 +661,7 @@ func (rt *Runtime) openState(state []byte) (*stateHeader, []byte, error) {
 		return nil, nil, fmt.Errorf("%w: it is %d bytes, over MaxStateBytes (%d)", ErrStateInvalid, len(state), rt.opts.MaxStateBytes)
 	}
 	var h stateHeader
-	var snap []byte
-	var err error
-	if rt.sealed.has(state) {
-		snap, err = envelope.OpenSealed(state, stateMagic, &h)
-	} else {
-		snap, _, err = envelope.Open(state, stateMagic, rt.stateKeys, &h)
-	}
+	snap, err := rt.open(state, stateMagic, &h)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrStateInvalid, err)
 	}

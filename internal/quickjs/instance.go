@@ -734,8 +734,7 @@ func (in *Instance) Close() {
 	if in.released.Swap(true) {
 		return
 	}
-	in.prior.release()
-	in.prior = nil
+	in.releasePrior()
 	recycled := in.img != nil && in.img.recycle(in)
 	in.dead = true
 	in.cancel()
@@ -756,8 +755,7 @@ func (in *Instance) Reuse() bool {
 	if in.img == nil || in.released.Load() || !in.img.recycle(in) {
 		return false
 	}
-	in.prior.release()
-	in.prior = nil
+	in.releasePrior()
 	in.released.Store(true)
 	in.dead = true
 	in.cancel()

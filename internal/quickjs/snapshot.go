@@ -184,7 +184,7 @@ func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim Snapshot
 		}
 	}
 	was := in.prior // what the instance was resumed from
-	in.dropPrior()
+	in.prior = nil
 	defer was.release()
 	in.forget()
 	stage := blockBuffers.get()
@@ -241,7 +241,7 @@ func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim Snapshot
 		kept.b = kept.b[:0]
 		defer func() {
 			if kept != nil {
-				priorBuffers.put(kept)
+				putPrior(kept)
 			}
 		}()
 	}
@@ -282,7 +282,7 @@ func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim Snapshot
 			// The pages outgrew the buffer sized for them (they cannot:
 			// total counts them): keep nothing rather than pages that are
 			// not where the blocks say.
-			priorBuffers.put(kept)
+			putPrior(kept)
 			kept, blocks = nil, nil
 		}
 		if kept != nil {
@@ -734,22 +734,30 @@ func (p *prior) block(r int) (priorBlock, bool) {
 	return p.blocks[r], true
 }
 
-// release gives the buffer back, when it is small enough to keep; p is
-// not used again.
+// release gives the buffer back; p is not used again.
 func (p *prior) release() {
-	if p != nil && cap(p.buf.b) <= maxPooledPrior {
-		priorBuffers.put(p.buf)
+	if p != nil {
+		putPrior(p.buf)
+	}
+}
+
+// releasePrior releases the instance's prior, if it has one.
+func (in *Instance) releasePrior() {
+	in.prior.release()
+	in.prior = nil
+}
+
+// putPrior gives a page buffer back to the pool, when it is small enough
+// to keep.
+func putPrior(b *byteSlice) {
+	if cap(b.b) <= maxPooledPrior {
+		priorBuffers.put(b)
 	}
 }
 
 // maxPooledPrior is the largest prior buffer kept for reuse: the pool
 // would otherwise hold on to four of the largest runs' buffers for good.
 const maxPooledPrior = 4 << 20
-
-// dropPrior forgets the instance's prior, which is the caller's to
-// release: a snapshot's blocks are read from the caller's bytes, which
-// are not to be relied on once the call that resumed from them returns.
-func (in *Instance) dropPrior() { in.prior = nil }
 
 // priorBuffers hold a resumed instance's decoded pages.
 var priorBuffers = newBuffers[byteSlice]()
