@@ -26,9 +26,9 @@ import (
 // anywhere — in memory, on disk, on another machine with the same engine
 // build — and a restart loses nothing.
 
-// replMagic starts a REPL session's state; a suspended run's state
-// (stateMagic) is not one, nor the other way round.
-const replMagic = "CMREPL01"
+// replKind is the envelope of a REPL session's state; a suspended run's state
+// (stateKind) is not one, nor the other way round.
+var replKind = sealKind{magic: "CMREPL02", legacy: "CMREPL01"}
 
 // replHeader is the Runtime's part of a REPL state.
 type replHeader struct {
@@ -108,7 +108,7 @@ func (rt *Runtime) openREPL(ctx context.Context, state []byte, h *replHeader) (*
 		return nil, fmt.Errorf("%w: it is %d bytes, over MaxStateBytes (%d)", ErrStateInvalid, len(state), rt.opts.MaxStateBytes)
 	}
 	var got replHeader
-	snap, err := rt.open(state, replMagic, &got)
+	snap, err := rt.open(state, replKind, &got)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStateInvalid, err)
 	}
@@ -128,10 +128,10 @@ func (rt *Runtime) sealREPL(h *replHeader, st sandbox.State) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n := len(st.Snapshot) + envelope.Overhead(replMagic, len(head)); int64(n) > rt.opts.MaxStateBytes {
+	if n := len(st.Snapshot) + envelope.Overhead(replKind.magic, len(head)); int64(n) > rt.opts.MaxStateBytes {
 		return nil, &stateSizeError{n}
 	}
-	return rt.seal(st.Snapshot, replMagic, head, nil)
+	return rt.seal(st.Snapshot, snapshotSum(st), replKind, head), nil
 }
 
 // startREPL is start for a REPL cell: the program is compiled as a

@@ -157,7 +157,20 @@ type heldCall struct {
 	tx     *int
 }
 
-const stateMagic = "CMSTATE3"
+// StateFormat names how this version seals states. A Runtime resumes
+// states of its own format and of the formats before it, not of later
+// ones: during an upgrade, a host that runs programs on several machines
+// sends a run's steps to machines of its format or a later one.
+const StateFormat = "CMSTATE4"
+
+// stateKind is the envelope of a suspended run's state.
+var stateKind = sealKind{magic: StateFormat, legacy: "CMSTATE3"}
+
+// sealKind names a kind of envelope a Runtime seals: its magic, under
+// which the MAC covers the snapshot's sum (envelope.SealSum), and legacy,
+// the magic the same kind had when the MAC covered all its bytes, which
+// still opens.
+type sealKind struct{ magic, legacy string }
 
 // ExecuteSuspendable runs code as Execute does, except that it never runs
 // the host's tools itself: when the program has nothing left to do but
@@ -511,7 +524,10 @@ func (rt *Runtime) CompactState(ctx context.Context, state []byte) ([]byte, erro
 	if err != nil {
 		return nil, fmt.Errorf("codemode: the state could not be compacted: %w", err)
 	}
-	return rt.seal(compact, stateMagic, head, ctx.Err)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return rt.seal(compact, sandbox.SnapshotSum(compact), stateKind, head), nil
 }
 
 // Inspect authenticates a state and describes it as the Suspended that
@@ -532,50 +548,61 @@ func (rt *Runtime) Inspect(state []byte) (*Suspended, error) {
 
 // sealState writes a state: one envelope (internal/envelope) whose body
 // is the engine's snapshot and whose header is the Runtime's, the
-// sandbox's inside it, MACed under StateKey. The sandbox left room after
-// the snapshot for the rest. It stops with ctx's error, or
-// errPastDeadline once deadline (when set) passes, checking between
-// megabytes of the MAC, and with a *stateSizeError for a state over
-// MaxStateBytes.
+// sandbox's inside it, MACed under StateKey over the snapshot's sum. The
+// sandbox left room after the snapshot for the rest. It stops with ctx's
+// error, or errPastDeadline once deadline (when set) has passed, and with
+// a *stateSizeError for a state over MaxStateBytes.
 func (rt *Runtime) sealState(ctx context.Context, deadline time.Time, h *stateHeader, st sandbox.State) ([]byte, error) {
 	h.Sandbox = st.Header
 	head, err := json.Marshal(h)
 	if err != nil {
 		return nil, fmt.Errorf("codemode: the run could not be suspended: %w", err)
 	}
-	if n := len(st.Snapshot) + envelope.Overhead(stateMagic, len(head)); int64(n) > rt.opts.MaxStateBytes {
+	if n := len(st.Snapshot) + envelope.Overhead(stateKind.magic, len(head)); int64(n) > rt.opts.MaxStateBytes {
 		return nil, &stateSizeError{n}
 	}
-	return rt.seal(st.Snapshot, stateMagic, head, func() error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if !deadline.IsZero() && !time.Now().Before(deadline) {
-			return errPastDeadline
-		}
-		return nil
-	})
-}
-
-// seal seals an envelope of kind magic (a state, a REPL state) under
-// StateKey and keeps a copy of it (sealedStates).
-func (rt *Runtime) seal(body []byte, magic string, head []byte, check func() error) ([]byte, error) {
-	out, err := envelope.Seal(body, magic, head, rt.opts.StateKey, check)
-	if err == nil {
-		rt.sealed.add(out)
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	return out, err
+	if !deadline.IsZero() && !time.Now().Before(deadline) {
+		return nil, errPastDeadline
+	}
+	return rt.seal(st.Snapshot, snapshotSum(st), stateKind, head), nil
 }
 
-// open opens an envelope of kind magic sealed under one of the state
-// keys. Bytes equal in full to an envelope this Runtime sealed lately are
-// not authenticated again (sealedStates); the kind and the header are
-// checked either way.
-func (rt *Runtime) open(b []byte, magic string, head any) ([]byte, error) {
+// snapshotSum is the sum of st's snapshot: the one the sandbox computed
+// as it wrote the snapshot, or, for a State made another way, computed
+// now. (A zero sum is no SHA-256 anyone will meet.)
+func snapshotSum(st sandbox.State) [32]byte {
+	if st.Sum == ([32]byte{}) {
+		return sandbox.SnapshotSum(st.Snapshot)
+	}
+	return st.Sum
+}
+
+// seal seals an envelope of kind k (a state, a REPL state) under StateKey,
+// its MAC over sum, the body's sum, and keeps a copy of it
+// (sealedStates).
+func (rt *Runtime) seal(body []byte, sum [32]byte, k sealKind, head []byte) []byte {
+	out := envelope.SealSum(body, sum, k.magic, head, rt.opts.StateKey)
+	rt.sealed.add(out)
+	return out
+}
+
+// open opens an envelope of kind k sealed under one of the state keys,
+// by this version (its MAC over the body's sum) or an earlier one (over
+// all of it). Bytes equal in full to an envelope this Runtime sealed
+// lately are not authenticated again (sealedStates); the kind and the
+// header are checked either way.
+func (rt *Runtime) open(b []byte, k sealKind, head any) ([]byte, error) {
 	if rt.sealed.has(b) {
-		return envelope.OpenSealed(b, magic, head)
+		return envelope.OpenSealed(b, k.magic, head)
 	}
-	body, _, err := envelope.Open(b, magic, rt.stateKeys, head)
+	if envelope.HasMagic(b, k.legacy) {
+		body, _, err := envelope.Open(b, k.legacy, rt.stateKeys, head)
+		return body, err
+	}
+	body, _, err := envelope.OpenSum(b, k.magic, rt.stateKeys, head, sandbox.SnapshotSum)
 	return body, err
 }
 
@@ -661,7 +688,7 @@ func (rt *Runtime) openState(state []byte) (*stateHeader, []byte, error) {
 		return nil, nil, fmt.Errorf("%w: it is %d bytes, over MaxStateBytes (%d)", ErrStateInvalid, len(state), rt.opts.MaxStateBytes)
 	}
 	var h stateHeader
-	snap, err := rt.open(state, stateMagic, &h)
+	snap, err := rt.open(state, stateKind, &h)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrStateInvalid, err)
 	}
@@ -686,9 +713,9 @@ func (rt *Runtime) openState(state []byte) (*stateHeader, []byte, error) {
 // validation settings. A state resumes only where it is the same.
 // ToolTreeSum is a digest of the Runtime's tool tree: every tool's path,
 // schemas and checks, which a state records and Resume compares. Two
-// Runtimes with the same sum (and engine build and StateKey) resume each
-// other's states, so a host that runs programs on several machines can
-// check it before it sends one a run.
+// Runtimes with the same sum (and engine build, StateKey and StateFormat)
+// resume each other's states, so a host that runs programs on several
+// machines can check it before it sends one a run.
 func (rt *Runtime) ToolTreeSum() string { return rt.treeSum() }
 
 func (rt *Runtime) treeSum() string {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codemode-go/codemode/internal/envelope"
 	"github.com/codemode-go/codemode/internal/sandbox"
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -323,6 +324,73 @@ func TestResumeRefuses(t *testing.T) {
 			t.Fatalf("resume: %v %v %s", err, s, clip(res))
 		}
 	}
+}
+
+// TestResumeLegacyState: a state an earlier version sealed, its MAC over
+// all its bytes (CMSTATE3), still resumes, is inspected and compacts; a
+// state relabelled from one way of sealing to the other is refused.
+func TestResumeLegacyState(t *testing.T) {
+	ctx := context.Background()
+	opts := suspendOptions(nil)
+	rt, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	_, s, err := rt.ExecuteSuspendable(ctx, `const a = await tools.orders.get({ id: 1 }); return a.total * 2`)
+	if err != nil || s == nil {
+		t.Fatal("not suspended", err)
+	}
+	var head json.RawMessage
+	body, err := envelope.OpenSealed(s.State, stateKind.magic, &head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy, err := envelope.Seal(slices.Clone(body), stateKind.legacy, head, opts.StateKey, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another Runtime: no copies of what rt sealed, every state is
+	// authenticated.
+	fresh, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	good := CallResult{Index: s.Pending[0].Index, Output: json.RawMessage(`{"id":1,"total":10}`)}
+	if _, err := fresh.Inspect(legacy); err != nil {
+		t.Fatalf("inspect: %v", err)
+	}
+	compact, err := fresh.CompactState(ctx, legacy)
+	if err != nil || !envelope.HasMagic(compact, stateKind.magic) {
+		t.Fatalf("compact: %v", err)
+	}
+	for name, state := range map[string][]byte{"legacy": legacy, "compacted from legacy": compact, "current": s.State} {
+		res, next, err := fresh.Resume(ctx, state, good)
+		if err != nil || next != nil || string(res.Value) != "20" {
+			t.Fatalf("%s: %v %v %s", name, err, next != nil, clip(res))
+		}
+	}
+	relabel := func(b []byte, magic string) []byte {
+		c := slices.Clone(b)
+		copy(c[len(c)-envelope.MACSize-len(magic):], magic)
+		return c
+	}
+	for name, state := range map[string][]byte{
+		"current relabelled legacy": relabel(s.State, stateKind.legacy),
+		"legacy relabelled current": relabel(legacy, stateKind.magic),
+		"legacy, a byte flipped":    flipAt(legacy, len(legacy)/2),
+	} {
+		if _, _, err := fresh.Resume(ctx, state, good); !errors.Is(err, ErrStateInvalid) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func flipAt(b []byte, i int) []byte {
+	c := slices.Clone(b)
+	c[i] ^= 1
+	return c
 }
 
 func TestSuspendNeedsAKey(t *testing.T) {

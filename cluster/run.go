@@ -19,8 +19,11 @@ import (
 )
 
 // treeOf is what a run needs of the worker that runs it: the same tool
-// tree, and the same engine build (a state resumes on no other).
-func treeOf(rt *codemode.Runtime) string { return rt.ToolTreeSum() + "/" + enginebin.SHA256[:16] }
+// tree, the same engine build and the same state format (a state resumes
+// on no other engine, nor on an earlier version's format).
+func treeOf(rt *codemode.Runtime) string {
+	return rt.ToolTreeSum() + "/" + enginebin.SHA256[:16] + "/" + codemode.StateFormat
+}
 
 // A job is what a front publishes to run a program.
 type job struct {

@@ -2,8 +2,9 @@
 // the state of a suspended run, the ticket of an approval — in one layout
 // with one MAC: the body (the largest part, written once, never copied),
 // then a JSON header, its length, a magic string naming what it is, and an
-// HMAC-SHA256 of all of it. The header follows the body so that sealing
-// appends to the body's buffer in place.
+// HMAC-SHA256 of all of it (Seal), or of the body's sum and the rest
+// (SealSum). The header follows the body so that sealing appends to the
+// body's buffer in place.
 //
 // Keys rotate: Seal uses the first key, and Open accepts any of the keys
 // it is given, so a host adds a new key in front and drops the old one
@@ -18,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 )
 
 // ErrInvalid: the bytes are not an envelope of this kind, were changed,
@@ -66,6 +68,67 @@ func Seal(body []byte, magic string, head []byte, key []byte, check func() error
 	return out, nil
 }
 
+// SealSum is Seal for a body whose MAC covers sum, a collision-resistant
+// digest of the body the caller computed (the sandbox's snapshot sum,
+// most of which a step copies from the last), instead of the body
+// itself: the envelope's layout is the same, but its MAC is over sum and
+// what follows the body, so sealing a large body costs microseconds. A
+// magic is sealed one way only, Seal or SealSum: the MAC covers the
+// magic, so an envelope is never checked the other way.
+func SealSum(body []byte, sum [32]byte, magic string, head []byte, key []byte) []byte {
+	out := append(body, head...)
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(head)))
+	out = append(out, magic...)
+	out = sumMAC(key, sum, out[len(body):]).Sum(out)
+	if cap(out)-len(out) > len(out)/8 {
+		out = append(make([]byte, 0, len(out)), out...)
+	}
+	return out
+}
+
+// sumMAC is the MAC of an envelope sealed by SealSum, before its Sum:
+// the body's sum, then tail (the header, its length and the magic).
+func sumMAC(key []byte, sum [32]byte, tail []byte) hash.Hash {
+	mac := hmac.New(sha256.New, key)
+	mac.Write(sum[:])
+	mac.Write(tail)
+	return mac
+}
+
+// OpenSum is Open for an envelope SealSum sealed: sum computes the digest
+// of a body (any bytes), once, whichever key sealed it.
+func OpenSum(b []byte, magic string, keys [][]byte, head any, sum func([]byte) [32]byte) (body []byte, key int, err error) {
+	if len(b) < len(magic)+4+MACSize {
+		return nil, 0, ErrInvalid
+	}
+	signed, got := b[:len(b)-MACSize], b[len(b)-MACSize:]
+	if string(signed[len(signed)-len(magic):]) != magic {
+		return nil, 0, ErrInvalid
+	}
+	// The header's length is read before the MAC is checked, to find
+	// where the body ends: a wrong one gives another body, whose sum then
+	// fails the MAC like any other change.
+	n := binary.LittleEndian.Uint32(signed[len(signed)-len(magic)-4:])
+	tailLen := uint64(n) + 4 + uint64(len(magic))
+	if tailLen > uint64(len(signed)) {
+		return nil, 0, ErrInvalid
+	}
+	split := len(signed) - int(tailLen)
+	s := sum(signed[:split])
+	key = -1
+	for i, k := range keys {
+		if hmac.Equal(sumMAC(k, s, signed[split:]).Sum(nil), got) {
+			key = i
+			break
+		}
+	}
+	if key < 0 {
+		return nil, 0, ErrInvalid
+	}
+	body, err = parse(signed, magic, head)
+	return body, key, err
+}
+
 // Open checks the envelope's MAC under each of keys in turn and its
 // magic, decodes its header into head (refusing fields head does not
 // have), and returns the body, with no capacity beyond it, and the index
@@ -92,6 +155,13 @@ func Open(b []byte, magic string, keys [][]byte, head any) (body []byte, key int
 	}
 	body, err = parse(signed, magic, head)
 	return body, key, err
+}
+
+// HasMagic reports whether b ends as an envelope of kind magic does; it
+// says nothing of whether b is one.
+func HasMagic(b []byte, magic string) bool {
+	end := len(b) - MACSize
+	return end >= len(magic) && string(b[end-len(magic):end]) == magic
 }
 
 // OpenSealed is Open for bytes the caller knows to be, byte for byte, an

@@ -2,6 +2,7 @@ package envelope
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"testing"
 )
@@ -120,4 +121,63 @@ func TestOpenSealed(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
+}
+
+// TestSealSum: an envelope whose MAC covers the body's sum opens with the
+// same sum function under any of the keys, and not once any byte of it is
+// changed, cut or added to, nor as an envelope sealed over all its bytes
+// (or the other way round).
+func TestSealSum(t *testing.T) {
+	k1, k2 := []byte("key one, 32 bytes long at least!"), []byte("key two, 32 bytes long at least!")
+	sum := func(b []byte) [32]byte { return sha256.Sum256(b) }
+	body := bytes.Repeat([]byte("a body of some length "), 50)
+	headJSON := []byte(`{"run":"r1","step":2}`)
+	sealed := SealSum(bytes.Clone(body), sum(body), "TESTSUM1", headJSON, k1)
+	if !HasMagic(sealed, "TESTSUM1") || HasMagic(sealed, "TEST0001") || HasMagic(nil, "TESTSUM1") {
+		t.Fatal("HasMagic")
+	}
+	var h head
+	got, key, err := OpenSum(sealed, "TESTSUM1", [][]byte{k2, k1}, &h, sum)
+	if err != nil || !bytes.Equal(got, body) || key != 1 || h.Run != "r1" || h.Step != 2 {
+		t.Fatalf("%d %+v %v", key, h, err)
+	}
+	if _, _, err := OpenSum(sealed, "TESTSUM1", [][]byte{k2}, &h, sum); !errors.Is(err, ErrInvalid) {
+		t.Errorf("another key: %v", err)
+	}
+	for i := range sealed {
+		if _, _, err := OpenSum(flip(sealed, i), "TESTSUM1", [][]byte{k1}, &h, sum); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("byte %d of %d flipped: %v", i, len(sealed), err)
+		}
+	}
+	for n := range len(sealed) {
+		if _, _, err := OpenSum(sealed[:n], "TESTSUM1", [][]byte{k1}, &h, sum); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("cut to %d bytes: %v", n, err)
+		}
+	}
+	if _, _, err := OpenSum(append([]byte{0}, sealed...), "TESTSUM1", [][]byte{k1}, &h, sum); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a byte in front: %v", err)
+	}
+	// The same magic sealed the other way is not an envelope of this kind,
+	// in either direction.
+	full := mustSealMagic(t, bytes.Clone(body), "TESTSUM1", headJSON, k1)
+	if _, _, err := OpenSum(full, "TESTSUM1", [][]byte{k1}, &h, sum); !errors.Is(err, ErrInvalid) {
+		t.Errorf("sealed over all its bytes, opened by its sum: %v", err)
+	}
+	if _, _, err := Open(sealed, "TESTSUM1", [][]byte{k1}, &h); !errors.Is(err, ErrInvalid) {
+		t.Errorf("sealed by its sum, opened over all its bytes: %v", err)
+	}
+	// A sum function that ignores its input would make any body pass: the
+	// MAC is only as good as the sum, which is the caller's to make.
+	var calls int
+	if _, _, err := OpenSum(flip(sealed, 0), "TESTSUM1", [][]byte{k2, k1}, &h, func(b []byte) [32]byte { calls++; return sum(body) }); err != nil || calls != 1 {
+		t.Errorf("the sum function was called %d times: %v", calls, err)
+	}
+}
+
+func mustSealMagic(t *testing.T, body []byte, magic string, head, key []byte) []byte {
+	b, err := Seal(body, magic, head, key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

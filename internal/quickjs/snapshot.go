@@ -134,16 +134,18 @@ func (e *SnapshotSizeError) Error() string {
 // made from an image; it is not changed but for its dead stack, which is
 // cleared. It stops with ctx's error once ctx ends and with a
 // *SnapshotSizeError once the snapshot outgrows lim.Max, checking both
-// after every block (see rangePages), and returns nil then.
-func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim SnapshotLimits) ([]byte, error) {
+// after every block (see rangePages), and returns nil then. With the
+// snapshot it returns its Sum, computed as it was written: a block copied
+// from the instance's prior brings its digest along.
+func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim SnapshotLimits) ([]byte, [32]byte, error) {
 	img := in.img
 	if img == nil || in.dead || in.depth != 0 {
-		return nil, fmt.Errorf("%w: the instance is not an idle instance of an image", ErrNoImage)
+		return nil, [32]byte{}, fmt.Errorf("%w: the instance is not an idle instance of an image", ErrNoImage)
 	}
 	mem := in.mod.Memory()
 	buf, ok := mem.Read(0, mem.Size()) // a view of the memory, not a copy
 	if !ok {
-		return nil, ErrDead
+		return nil, [32]byte{}, ErrDead
 	}
 	// Below the stack pointer is dead stack, zero in the image: clearing
 	// what the run left there keeps it out of the snapshot. The stack
@@ -166,7 +168,7 @@ func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim Snapshot
 	}
 	globals, err := in.readGlobals()
 	if err != nil {
-		return nil, err
+		return nil, [32]byte{}, err
 	}
 	// Which pages differ is found first, at memory speed: it tells how much
 	// there is to compress, from which the snapshot's size is estimated
@@ -220,8 +222,10 @@ func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim Snapshot
 	w.grow(len(snapshotMagic) + len(img.sum))
 	w.out = append(w.out, snapshotMagic...)
 	w.out = append(w.out, img.sum[:]...)
-	if err := w.block(b); err != nil {
-		return nil, err
+	w.sums.start()
+	w.sums.add(w.out[w.base:])
+	if _, err := w.block(b); err != nil {
+		return nil, [32]byte{}, err
 	}
 	// Past maxPrior no instance keeps the blocks to copy, and blocks of a
 	// megabyte compress about 10% better than blocks of a range.
@@ -269,14 +273,19 @@ func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim Snapshot
 			continue
 		}
 		var err error
+		var sum [32]byte
 		at := len(w.out) - w.base + 4
 		if old, ok := was.block(r); ok && span == rangePages && bytes.Equal(old.raw, b) {
-			err = w.copyBlock(old.enc, len(b))
+			var known *[32]byte
+			if old.summed {
+				known = &old.sum
+			}
+			sum, err = w.copyBlock(old.enc, len(b), known)
 		} else {
-			err = w.block(b)
+			sum, err = w.block(b)
 		}
 		if err != nil {
-			return nil, err
+			return nil, [32]byte{}, err
 		}
 		if kept != nil && cap(b) != cap(kept.b)-len(kept.b) {
 			// The pages outgrew the buffer sized for them (they cannot:
@@ -286,26 +295,36 @@ func (in *Instance) AppendSnapshot(ctx context.Context, dst []byte, lim Snapshot
 			kept, blocks = nil, nil
 		}
 		if kept != nil {
-			blocks = append(blocks, keptBlock{r, at, len(w.out) - w.base - at, len(kept.b), len(b)})
+			blocks = append(blocks, keptBlock{r, at, len(w.out) - w.base - at, len(kept.b), len(b), sum})
 			kept.b = kept.b[:len(kept.b)+len(b)]
 		}
 	}
 	w.out = le.AppendUint32(w.out, w.crc)
+	w.sums.add(w.out[len(w.out)-crcSize:])
+	sum := w.sums.sum()
+	if w.blocks > maxBlockSegments {
+		// (No snapshot has this many: Sum cuts the rest as one segment.)
+		sum = Sum(w.out[w.base:])
+	}
 	if snap := w.out[w.base:]; kept != nil && len(snap) <= maxWarmState {
 		own := bytes.Clone(snap)
 		p := &prior{buf: kept, size: len(own)}
 		for _, k := range blocks {
-			p.add(k.r, own[k.enc:k.enc+k.encLen], kept.b[k.raw:k.raw+k.rawLen])
+			p.add(k.r, own[k.enc:k.enc+k.encLen], kept.b[k.raw:k.raw+k.rawLen], &k.sum)
 		}
 		in.wrote = &written{snap: own, prior: p}
 		kept = nil // the instance's now
 	}
-	return w.out, nil
+	return w.out, sum, nil
 }
 
 // keptBlock locates a block of a snapshot being written: its range, its
-// compressed bytes in the snapshot and its pages in the kept buffer.
-type keptBlock struct{ r, enc, encLen, raw, rawLen int }
+// compressed bytes in the snapshot, its pages in the kept buffer, and
+// its segment's digest (see Sum).
+type keptBlock struct {
+	r, enc, encLen, raw, rawLen int
+	sum                         [32]byte
+}
 
 // snapWriter compresses a snapshot's blocks straight into the snapshot.
 type snapWriter struct {
@@ -318,35 +337,49 @@ type snapWriter struct {
 	total  int // bytes to compress in all
 	done   int // bytes compressed so far
 	guess  int // the snapshot's likely size, when known before writing
+	sums   summer
+	blocks int // written so far
 }
 
 // block appends raw, compressed, then checks the context and the limit.
+// It returns the digest of the block's segment (see Sum).
 // It compresses into a reused scratch block and copies what that took: a
 // block's worst case is a megabyte, and making room for it in the
 // snapshot itself cost every suspension a megabyte or two of fresh,
 // zeroed memory, for states that are mostly a few kilobytes.
-func (w *snapWriter) block(raw []byte) error {
+func (w *snapWriter) block(raw []byte) ([32]byte, error) {
 	scratch := encodeBuffers.get()
 	defer encodeBuffers.put(scratch)
 	if need := s2.MaxEncodedLen(len(raw)); cap(scratch.b) < need {
 		scratch.b = make([]byte, s2.MaxEncodedLen(maxBlock))
 	}
-	return w.copyBlock(s2.Encode(scratch.b[:cap(scratch.b)], raw), len(raw))
+	return w.copyBlock(s2.Encode(scratch.b[:cap(scratch.b)], raw), len(raw), nil)
 }
 
 // copyBlock appends enc, a block compressed from rawLen bytes, then
-// checks the context and the limit.
-func (w *snapWriter) copyBlock(enc []byte, rawLen int) error {
+// checks the context and the limit. known, when not nil, is the digest
+// of the block's segment, which is then not hashed again; the digest is
+// returned either way.
+func (w *snapWriter) copyBlock(enc []byte, rawLen int, known *[32]byte) ([32]byte, error) {
 	w.grow(4 + len(enc))
 	w.out = binary.LittleEndian.AppendUint32(w.out, uint32(len(enc)))
 	w.out = append(w.out, enc...)
+	seg := w.out[len(w.out)-4-len(enc):]
+	w.blocks++
 	w.crc = crc32.Update(w.crc, crcTable, w.out[w.summed:])
 	w.summed = len(w.out)
+	var d [32]byte
+	if known != nil {
+		d = *known
+		w.sums.record(len(seg), d)
+	} else {
+		d = w.sums.add(seg)
+	}
 	w.done += rawLen
 	if w.lim.Max > 0 && len(w.out)-w.base > w.lim.Max {
-		return &SnapshotSizeError{About: w.estimate(), Max: w.lim.Max}
+		return d, &SnapshotSizeError{About: w.estimate(), Max: w.lim.Max}
 	}
-	return w.ctx.Err()
+	return d, w.ctx.Err()
 }
 
 // encodeBuffers hold one block, compressed.
@@ -666,7 +699,7 @@ func (in *Instance) resumePrior(mem, snap []byte, blocks [][]byte, sizes []int, 
 			// returns, and the instance may snapshot later.
 			enc := keep.b[kept : kept+copy(keep.b[kept:], blocks[i])]
 			kept += len(enc)
-			in.prior.add(r, enc, raw)
+			in.prior.add(r, enc, raw, nil)
 			last = r
 		}
 	}
@@ -717,13 +750,24 @@ type prior struct {
 	size   int // the snapshot's length
 }
 
-type priorBlock struct{ enc, raw []byte }
+// priorBlock is a block: its compressed bytes, its pages and, when
+// summed, the digest of its segment (see Sum), which a block decoded
+// from a state does not have: it is hashed when first copied.
+type priorBlock struct {
+	enc, raw []byte
+	sum      [32]byte
+	summed   bool
+}
 
-func (p *prior) add(r int, enc, raw []byte) {
+func (p *prior) add(r int, enc, raw []byte, sum *[32]byte) {
 	if r >= len(p.blocks) {
 		p.blocks = append(p.blocks, make([]priorBlock, r+1-len(p.blocks))...)
 	}
-	p.blocks[r] = priorBlock{enc, raw}
+	b := priorBlock{enc: enc, raw: raw}
+	if sum != nil {
+		b.sum, b.summed = *sum, true
+	}
+	p.blocks[r] = b
 }
 
 // block is range r's block, if the snapshot had one of its own.

@@ -14,9 +14,15 @@ func frozenImage(t testing.TB, setup string) *Image {
 	return captureImage(t, newTestEngine(t, Config{}), InstanceConfig{Frozen: true}, setup)
 }
 
-// snapshot is AppendSnapshot without limits, into a new slice.
+// snapshot is AppendSnapshot without limits, into a new slice. It also
+// checks the sum AppendSnapshot returned is Sum of the bytes: every test
+// that writes a snapshot checks that, copied blocks and all.
 func snapshot(in *Instance) ([]byte, error) {
-	return in.AppendSnapshot(context.Background(), nil, SnapshotLimits{})
+	snap, sum, err := in.AppendSnapshot(context.Background(), nil, SnapshotLimits{})
+	if err == nil && Sum(snap) != sum {
+		return nil, errors.New("the snapshot's sum is not Sum of its bytes")
+	}
+	return snap, err
 }
 
 const snapshotSetup = `globalThis.log = []; globalThis.settle = null; 0`
@@ -191,9 +197,12 @@ func TestSnapshotBlocks(t *testing.T) {
 	}
 	prefix := []byte("the caller's bytes")
 	const room = 1000
-	snap, err := in.AppendSnapshot(context.Background(), prefix, SnapshotLimits{Room: room})
+	snap, sum, err := in.AppendSnapshot(context.Background(), prefix, SnapshotLimits{Room: room})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if Sum(snap[len(prefix):]) != sum {
+		t.Fatal("the sum covers more or less than the snapshot")
 	}
 	if string(snap[:len(prefix)]) != string(prefix) {
 		t.Fatalf("the caller's bytes were not kept: %q", snap[:len(prefix)])
@@ -216,7 +225,7 @@ func TestSnapshotBlocks(t *testing.T) {
 	}
 
 	t.Run("limit", func(t *testing.T) {
-		_, err := in.AppendSnapshot(context.Background(), nil, SnapshotLimits{Max: size / 4})
+		_, _, err := in.AppendSnapshot(context.Background(), nil, SnapshotLimits{Max: size / 4})
 		var se *SnapshotSizeError
 		if !errors.As(err, &se) {
 			t.Fatalf("got %v, want a SnapshotSizeError", err)
@@ -229,13 +238,13 @@ func TestSnapshotBlocks(t *testing.T) {
 	t.Run("context", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if _, err := in.AppendSnapshot(ctx, nil, SnapshotLimits{}); !errors.Is(err, context.Canceled) {
+		if _, _, err := in.AppendSnapshot(ctx, nil, SnapshotLimits{}); !errors.Is(err, context.Canceled) {
 			t.Fatalf("got %v, want context.Canceled", err)
 		}
 		// A deadline that passes half way: writing stops at the next
 		// block.
 		mid := &endsAfter{Context: context.Background(), checks: 3}
-		if _, err := in.AppendSnapshot(mid, nil, SnapshotLimits{}); !errors.Is(err, context.DeadlineExceeded) || mid.checks != -1 {
+		if _, _, err := in.AppendSnapshot(mid, nil, SnapshotLimits{}); !errors.Is(err, context.DeadlineExceeded) || mid.checks != -1 {
 			t.Fatalf("got %v after %d more checks, want context.DeadlineExceeded at the first check after the end", err, -mid.checks-1)
 		}
 	})

@@ -28,11 +28,14 @@ func warmSnapshot(t *testing.T, img *Image) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// (An instance left open would keep the engine's Close waiting.)
 	if _, err := evalString(t, in, reuseSetup+`; Math.random(); 0`); err != nil {
+		in.Close()
 		t.Fatal(err)
 	}
 	snap, err := snapshot(in)
 	if err != nil {
+		in.Close()
 		t.Fatal(err)
 	}
 	before := img.Warm()

@@ -74,7 +74,7 @@ func (r *run) keep(f *Failure) {
 	}
 	// Writing the state is not part of the program's time: the run has
 	// ended, and a deadline passing now must not lose the session.
-	snap, err := in.AppendSnapshot(context.WithoutCancel(r.ctx), nil, lim)
+	snap, sum, err := in.AppendSnapshot(context.WithoutCancel(r.ctx), nil, lim)
 	var size *quickjs.SnapshotSizeError
 	switch {
 	case errors.As(err, &size):
@@ -89,7 +89,7 @@ func (r *run) keep(f *Failure) {
 		return
 	}
 	r.mu.Lock()
-	r.res.Kept = &State{Header: head, Snapshot: snap}
+	r.res.Kept = &State{Header: head, Snapshot: snap, Sum: sum}
 	r.mu.Unlock()
 }
 

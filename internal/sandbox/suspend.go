@@ -64,7 +64,15 @@ type Suspension struct {
 type State struct {
 	Header   json.RawMessage
 	Snapshot []byte
+	// Sum is SnapshotSum(Snapshot), computed as the snapshot was written
+	// (most of it copied with the blocks a step did not change); a State
+	// given to Resume does not need it.
+	Sum [32]byte
 }
+
+// SnapshotSum is a digest of a snapshot's bytes, or of any bytes, that a
+// caller authenticates in place of all of them (quickjs.Sum).
+func SnapshotSum(b []byte) [32]byte { return quickjs.Sum(b) }
 
 // Held is a call held for a result.
 type Held struct {
@@ -185,7 +193,7 @@ func (r *run) suspend() *Failure {
 	if m := r.req.MaxStateBytes; m > 0 {
 		lim.Max = int(max(m-int64(trailer), 1))
 	}
-	snap, err := r.in.AppendSnapshot(r.ctx, nil, lim)
+	snap, sum, err := r.in.AppendSnapshot(r.ctx, nil, lim)
 	var size *quickjs.SnapshotSizeError
 	switch {
 	case r.ctx.Err() != nil:
@@ -196,7 +204,7 @@ func (r *run) suspend() *Failure {
 	case err != nil:
 		return &Failure{Kind: WorkerExit, Message: "the run could not be suspended: " + err.Error()}
 	}
-	susp.State = State{Header: head, Snapshot: snap}
+	susp.State = State{Header: head, Snapshot: snap, Sum: sum}
 	// The rejection boxes live on in the state; this instance is done.
 	r.rejected = map[uint32]rejection{}
 	r.mu.Lock()
