@@ -57,6 +57,31 @@ func BenchmarkToolCall(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*calls), "ns/call")
 }
 
+// BenchmarkCallFloor sets a call's cost against what the guest does for
+// any call, tool or not, in the same loop of 1,000 awaits: the call's
+// JSON work done in JavaScript alone (its input stringified with a
+// replacer like the prelude's, a result parsed, a promise awaited); two
+// crossings to the host and back besides (a timer set and cleared); and
+// the await alone. ns/iter is per iteration.
+func BenchmarkCallFloor(b *testing.B) {
+	noop := Tool{Run: func(context.Context, json.RawMessage) (any, error) { return json.RawMessage(`{"ok":true}`), nil }}
+	rt := benchRuntime(b, Options{Tools: Tools{"ns": Tools{"noop": noop}}})
+	const replacer = `const r = (k, v) => { if (typeof v === "object" && v !== null && Object.getPrototypeOf(v) === Object.prototype) return v; return v; };`
+	for _, c := range []struct{ name, code string }{
+		{"tool", `for (let i = 0; i < 1000; i++) await tools.ns.noop({ i }); return 1`},
+		{"json-await", replacer + `for (let i = 0; i < 1000; i++) await Promise.resolve(JSON.parse(JSON.stringify({ i }, r) && '{"ok":true}')); return 1`},
+		{"json-host-await", replacer + `const f = () => {}; for (let i = 0; i < 1000; i++) { clearTimeout(setTimeout(f, JSON.stringify({ i }, r).length * 1000)); await Promise.resolve(JSON.parse('{"ok":true}')); } return 1`},
+		{"await", `for (let i = 0; i < 1000; i++) await null; return 1`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				benchExecute(b, rt, c.code)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000), "ns/iter")
+		})
+	}
+}
+
 // BenchmarkFirstCall splits a short run's cost: a run that only reads a
 // tool off the tree, one that calls it once, twice, and two different
 // tools, against one that returns at once; and runs that allocate small
