@@ -541,71 +541,79 @@
   // the target's prototype, a proxy that makes the child and caches it.
   // The target's own function properties (name, length) are removed so
   // that tools may use those names too.
-  function makeNamespace(nsIndex) {
-    const make = (path) => {
-      const pathJSON = JSONStringify(path);
-      const name = arrayJoin(path, ".");
-      let pathId = 0; // the host's number for this path, asked on first use
-      const pid = () => pathId || (pathId = host(OP_PATH, nsIndex, pathJSON));
-      let names; // child names, fetched on first enumeration
-      let namesEpoch = -1; // the tree's epoch they were fetched in
-      const listing = () => {
-        if (namesEpoch !== treeEpoch) {
-          names = JSONParse(host(OP_CHILDREN, pid()));
-          freeze(names);
-          namesEpoch = treeEpoch;
-        }
-        return names;
-      };
-      const isChild = (k) => {
-        const ns = listing();
-        for (let i = 0; i < ns.length; i++) if (ns[i] === k) return true;
-        return false;
-      };
-      // A callable node's target makes the call itself: a proxy without
-      // an apply trap calls its target directly, with no argument array.
-      const callable = path.length > 0;
-      const target = callable ? (input) => startCall(nsIndex, pid(), name, input) : {};
-      const proto = getPrototypeOf(target);
-      if (callable) {
-        R.deleteProperty(target, "length");
-        R.deleteProperty(target, "name");
-      }
-      const child = (k) => {
-        const cached = getOwnPropertyDescriptor(target, k);
-        if (cached !== undefined) return cached.value;
-        const p = make([...path, k]);
-        defineProperty(target, k, { __proto__: null, value: p, writable: false, enumerable: false, configurable: true });
-        return p;
-      };
-      // Handlers have no prototype: a trap the program adds to
-      // Object.prototype must not become theirs.
-      setPrototypeOf(target, new ProxyCtor(create(null), {
-        __proto__: null,
-        get(t, k) {
-          if (typeof k === "symbol" || k === "then" || k === "toJSON") return undefined;
-          return child(k);
-        },
-      }));
-      const handler = {
-        __proto__: null,
-        getPrototypeOf() { return proto; },
-        has(t, k) { return typeof k === "string" && isChild(k); },
-        ownKeys() { return arraySlice(listing()); },
-        getOwnPropertyDescriptor(t, k) {
-          if (typeof k !== "string" || !isChild(k)) return undefined;
-          return { __proto__: null, value: child(k), writable: false, enumerable: true, configurable: true };
-        },
-        set() { return false; },
-        defineProperty() { return false; },
-        deleteProperty() { return false; },
-        setPrototypeOf() { return false; },
-        preventExtensions() { return false; },
-      };
-      return new ProxyCtor(target, handler);
-    };
-    return make([]);
+  //
+  // A node's state is one record, found from either target in a WeakMap,
+  // and every node shares the two handlers: making a node (a run's first
+  // read of each tool) makes two proxies, two targets and the record, not
+  // a dozen closures.
+  const nodes = new WeakMapCtor(); // a node's target, or its prototype's, to its record
+  const pidOf = (n) => n.pathId || (n.pathId = host(OP_PATH, n.ns, JSONStringify(n.path)));
+  const nameOf = (n) => n.name || (n.name = arrayJoin(n.path, "."));
+  // listing is the node's child names, fetched once per tree epoch.
+  const listing = (n) => {
+    if (n.namesEpoch !== treeEpoch) {
+      n.names = JSONParse(host(OP_CHILDREN, pidOf(n)));
+      freeze(n.names);
+      n.namesEpoch = treeEpoch;
+    }
+    return n.names;
+  };
+  const isChild = (n, k) => {
+    const ns = listing(n);
+    for (let i = 0; i < ns.length; i++) if (ns[i] === k) return true;
+    return false;
+  };
+  const childOf = (n, k) => {
+    const cached = getOwnPropertyDescriptor(n.target, k);
+    if (cached !== undefined) return cached.value;
+    const p = makeNode(n.ns, [...n.path, k]);
+    defineProperty(n.target, k, { __proto__: null, value: p, writable: false, enumerable: false, configurable: true });
+    return p;
+  };
+  // Handlers have no prototype: a trap the program adds to
+  // Object.prototype must not become theirs.
+  const protoHandler = {
+    __proto__: null,
+    get(t, k) {
+      if (typeof k === "symbol" || k === "then" || k === "toJSON") return undefined;
+      return childOf(weakGet(nodes, t), k);
+    },
+  };
+  const nodeHandler = {
+    __proto__: null,
+    getPrototypeOf(t) { return weakGet(nodes, t).proto; },
+    has(t, k) { return typeof k === "string" && isChild(weakGet(nodes, t), k); },
+    ownKeys(t) { return arraySlice(listing(weakGet(nodes, t))); },
+    getOwnPropertyDescriptor(t, k) {
+      const n = weakGet(nodes, t);
+      if (typeof k !== "string" || !isChild(n, k)) return undefined;
+      return { __proto__: null, value: childOf(n, k), writable: false, enumerable: true, configurable: true };
+    },
+    set() { return false; },
+    defineProperty() { return false; },
+    deleteProperty() { return false; },
+    setPrototypeOf() { return false; },
+    preventExtensions() { return false; },
+  };
+  function makeNode(nsIndex, path) {
+    const n = { __proto__: null, ns: nsIndex, path, name: "", pathId: 0, names: undefined, namesEpoch: -1, target: undefined, proto: undefined };
+    // A callable node's target makes the call itself: a proxy without
+    // an apply trap calls its target directly, with no argument array.
+    const callable = path.length > 0;
+    const target = callable ? (input) => startCall(nsIndex, pidOf(n), nameOf(n), input) : {};
+    n.target = target;
+    n.proto = getPrototypeOf(target);
+    if (callable) {
+      R.deleteProperty(target, "length");
+      R.deleteProperty(target, "name");
+    }
+    const protoTarget = create(null);
+    weakSet(nodes, target, n);
+    weakSet(nodes, protoTarget, n);
+    setPrototypeOf(target, new ProxyCtor(protoTarget, protoHandler));
+    return new ProxyCtor(target, nodeHandler);
   }
+  const makeNamespace = (nsIndex) => makeNode(nsIndex, []);
 
   function makeErrorClass(name) {
     const C = {
