@@ -88,10 +88,12 @@ func BenchmarkCallFloor(b *testing.B) {
 // objects and no tool, for what the tree's first read costs the guest.
 func BenchmarkFirstCall(b *testing.B) {
 	noop := Tool{Run: func(context.Context, json.RawMessage) (any, error) { return json.RawMessage(`{"ok":true}`), nil }}
-	rt := benchRuntime(b, Options{Tools: Tools{"ns": Tools{"noop": noop, "other": noop}}})
+	rt := benchRuntime(b, Options{Tools: Tools{"ns": Tools{"noop": noop, "other": noop, "third": noop}}})
 	for _, c := range []struct{ name, code string }{
 		{"return", `return 1`},
+		{"read-ns", `const f = tools.ns; return 1`},
 		{"read-tool", `const f = tools.ns.noop; return 1`},
+		{"read-three-tools", `const f = tools.ns.noop, g = tools.ns.other, h = tools.ns.third; return 1`},
 		{"call", `await tools.ns.noop({}); return 1`},
 		{"call-twice", `await tools.ns.noop({}); await tools.ns.noop({}); return 1`},
 		{"call-two-tools", `await tools.ns.noop({}); await tools.ns.other({}); return 1`},
