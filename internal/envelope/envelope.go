@@ -98,11 +98,8 @@ func sumMAC(key []byte, sum [32]byte, tail []byte) hash.Hash {
 // OpenSum is Open for an envelope SealSum sealed: sum computes the digest
 // of a body (any bytes), once, whichever key sealed it.
 func OpenSum(b []byte, magic string, keys [][]byte, head any, sum func([]byte) [32]byte) (body []byte, key int, err error) {
-	if len(b) < len(magic)+4+MACSize {
-		return nil, 0, ErrInvalid
-	}
-	signed, got := b[:len(b)-MACSize], b[len(b)-MACSize:]
-	if string(signed[len(signed)-len(magic):]) != magic {
+	signed, got, ok := cut(b, magic)
+	if !ok {
 		return nil, 0, ErrInvalid
 	}
 	// The header's length is read before the MAC is checked, to find
@@ -115,13 +112,7 @@ func OpenSum(b []byte, magic string, keys [][]byte, head any, sum func([]byte) [
 	}
 	split := len(signed) - int(tailLen)
 	s := sum(signed[:split])
-	key = -1
-	for i, k := range keys {
-		if hmac.Equal(sumMAC(k, s, signed[split:]).Sum(nil), got) {
-			key = i
-			break
-		}
-	}
+	key = keyFor(keys, got, func(k []byte) hash.Hash { return sumMAC(k, s, signed[split:]) })
 	if key < 0 {
 		return nil, 0, ErrInvalid
 	}
@@ -129,27 +120,42 @@ func OpenSum(b []byte, magic string, keys [][]byte, head any, sum func([]byte) [
 	return body, key, err
 }
 
+// cut splits an envelope of kind magic into what its MAC covers and the
+// MAC, reporting false when b is too short to be one or ends with
+// another magic.
+func cut(b []byte, magic string) (signed, mac []byte, ok bool) {
+	if len(b) < len(magic)+4+MACSize {
+		return nil, nil, false
+	}
+	signed, mac = b[:len(b)-MACSize], b[len(b)-MACSize:]
+	return signed, mac, string(signed[len(signed)-len(magic):]) == magic
+}
+
+// keyFor is the index of the first of keys under which mac computes
+// want, or -1.
+func keyFor(keys [][]byte, want []byte, mac func(key []byte) hash.Hash) int {
+	for i, k := range keys {
+		if hmac.Equal(mac(k).Sum(nil), want) {
+			return i
+		}
+	}
+	return -1
+}
+
 // Open checks the envelope's MAC under each of keys in turn and its
 // magic, decodes its header into head (refusing fields head does not
 // have), and returns the body, with no capacity beyond it, and the index
 // of the key that sealed it.
 func Open(b []byte, magic string, keys [][]byte, head any) (body []byte, key int, err error) {
-	if len(b) < len(magic)+4+MACSize {
+	signed, got, ok := cut(b, magic)
+	if !ok {
 		return nil, 0, ErrInvalid
 	}
-	signed, sum := b[:len(b)-MACSize], b[len(b)-MACSize:]
-	if string(signed[len(signed)-len(magic):]) != magic {
-		return nil, 0, ErrInvalid
-	}
-	key = -1
-	for i, k := range keys {
+	key = keyFor(keys, got, func(k []byte) hash.Hash {
 		mac := hmac.New(sha256.New, k)
 		mac.Write(signed)
-		if hmac.Equal(mac.Sum(nil), sum) {
-			key = i
-			break
-		}
-	}
+		return mac
+	})
 	if key < 0 {
 		return nil, 0, ErrInvalid
 	}
@@ -171,11 +177,8 @@ func HasMagic(b []byte, magic string) bool {
 // the rest is checked as Open checks it. Anything less than a full
 // comparison with the caller's own copy is not knowing, and goes to Open.
 func OpenSealed(b []byte, magic string, head any) ([]byte, error) {
-	if len(b) < len(magic)+4+MACSize {
-		return nil, ErrInvalid
-	}
-	signed := b[:len(b)-MACSize]
-	if string(signed[len(signed)-len(magic):]) != magic {
+	signed, _, ok := cut(b, magic)
+	if !ok {
 		return nil, ErrInvalid
 	}
 	return parse(signed, magic, head)
