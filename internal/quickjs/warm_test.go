@@ -122,10 +122,12 @@ func TestWarmForgetsAfterCall(t *testing.T) {
 				t.Fatal(err)
 			}
 			if _, err := evalString(t, in, reuseSetup); err != nil {
+				in.Close()
 				t.Fatal(err)
 			}
 			snap, err := snapshot(in)
 			if err != nil {
+				in.Close()
 				t.Fatal(err)
 			}
 			after(in)
