@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/codemode-go/codemode"
+	"github.com/codemode-go/codemode/internal/enginebin"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/nats-io/nats.go"
 )
@@ -351,6 +352,21 @@ func TestToolTreeMismatch(t *testing.T) {
 	}
 	if res.OK || res.Error == nil || !strings.Contains(res.Error.Message, "same tools") {
 		t.Fatalf("%+v", res)
+	}
+}
+
+// A worker takes only jobs whose front seals states as it does: the tree
+// a job carries names the state format, so during an upgrade a job from
+// a front of this version is handed back by a worker of the last one (its
+// tree has no format), which could not open the run's states.
+func TestTreeNamesStateFormat(t *testing.T) {
+	rt := front(t, shopTools(nil, nil))
+	tree := treeOf(rt)
+	if !strings.HasSuffix(tree, "/"+codemode.StateFormat) || !strings.HasPrefix(tree, rt.ToolTreeSum()+"/") {
+		t.Fatalf("tree %q", tree)
+	}
+	if before := rt.ToolTreeSum() + "/" + enginebin.SHA256[:16]; tree == before {
+		t.Fatal("the tree is the one a worker of the last version has")
 	}
 }
 
