@@ -108,7 +108,7 @@ func (rt *Runtime) openREPL(ctx context.Context, state []byte, h *replHeader) (*
 		return nil, fmt.Errorf("%w: it is %d bytes, over MaxStateBytes (%d)", ErrStateInvalid, len(state), rt.opts.MaxStateBytes)
 	}
 	var got replHeader
-	snap, err := rt.open(state, replKind, &got)
+	snap, blocks, err := rt.open(state, replKind, &got)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStateInvalid, err)
 	}
@@ -119,7 +119,7 @@ func (rt *Runtime) openREPL(ctx context.Context, state []byte, h *replHeader) (*
 		return nil, fmt.Errorf("%w: it is the state of another session", ErrStateInvalid)
 	}
 	*h = got
-	return &sandbox.State{Header: got.Sandbox, Snapshot: snap}, nil
+	return &sandbox.State{Header: got.Sandbox, Snapshot: snap, Blocks: blocks}, nil
 }
 
 // sealREPL writes a REPL state, at most MaxStateBytes.

@@ -252,7 +252,7 @@ func (rt *Runtime) Resume(ctx context.Context, state []byte, results ...CallResu
 // has the run: the run rebuilt from the state, the results delivered, and
 // the sandbox driving it until it ends or waits again. early is set when
 // it was refused before anything ran.
-func (rt *Runtime) resume(runCtx context.Context, h *stateHeader, inner []byte, results []CallResult,
+func (rt *Runtime) resume(runCtx context.Context, h *stateHeader, inner sandbox.State, results []CallResult,
 	byIndex map[int]heldEntry, delivered map[int]bool) (*execution, sandbox.Result, *Result, error) {
 	none := &Result{ToolCalls: []ToolCall{}}
 	sus, ok := rt.sb.(guest.Suspender)
@@ -307,7 +307,7 @@ func (rt *Runtime) resume(runCtx context.Context, h *stateHeader, inner []byte, 
 		// pending: they took effect, so they are undone now.
 		ex.compensate(late, 0)
 	}
-	sr, err := sus.Resume(runCtx, ex.request(deadline), sandbox.State{Header: h.Sandbox, Snapshot: inner}, deliveries, away)
+	sr, err := sus.Resume(runCtx, ex.request(deadline), inner, deliveries, away)
 	switch {
 	case errors.Is(err, sandbox.ErrStateEngine):
 		return nil, sr, none, ErrStateEngine
@@ -509,11 +509,11 @@ func (rt *Runtime) CompactState(ctx context.Context, state []byte) ([]byte, erro
 	if len(rt.opts.StateKey) == 0 {
 		return nil, ErrNoStateKey
 	}
-	h, snap, err := rt.openState(state)
+	h, inner, err := rt.openState(state)
 	if err != nil {
 		return nil, err
 	}
-	compact, err := sandbox.Compact(ctx, snap)
+	compact, err := sandbox.Compact(ctx, inner.Snapshot)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrStateCorrupt) {
 			return nil, fmt.Errorf("%w: %w", ErrStateInvalid, err)
@@ -593,17 +593,27 @@ func (rt *Runtime) seal(body []byte, sum [32]byte, k sealKind, head []byte) []by
 // by this version (its MAC over the body's sum) or an earlier one (over
 // all of it). Bytes equal in full to an envelope this Runtime sealed
 // lately are not authenticated again (sealedStates); the kind and the
-// header are checked either way.
-func (rt *Runtime) open(b []byte, k sealKind, head any) ([]byte, error) {
+// header are checked either way. With the body it returns the digests of
+// its blocks when it computed them (sandbox.State.Blocks).
+func (rt *Runtime) open(b []byte, k sealKind, head any) ([]byte, [][32]byte, error) {
 	if rt.sealed.has(b) {
-		return envelope.OpenSealed(b, k.magic, head)
+		body, err := envelope.OpenSealed(b, k.magic, head)
+		return body, nil, err
 	}
 	if envelope.HasMagic(b, k.legacy) {
 		body, _, err := envelope.Open(b, k.legacy, rt.stateKeys, head)
-		return body, err
+		return body, nil, err
 	}
-	body, _, err := envelope.OpenSum(b, k.magic, rt.stateKeys, head, sandbox.SnapshotSum)
-	return body, err
+	var blocks [][32]byte
+	body, _, err := envelope.OpenSum(b, k.magic, rt.stateKeys, head, func(body []byte) [32]byte {
+		var sum [32]byte
+		sum, blocks = sandbox.SnapshotSumBlocks(body)
+		return sum
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return body, blocks, nil
 }
 
 // sealedStates keeps copies of the last few states a Runtime sealed. A
@@ -682,31 +692,31 @@ func stateRoom(code string) int { return 2*len(code) + 16<<10 + envelope.MACSize
 
 // openState authenticates a state (under StateKey or one of
 // PreviousStateKeys) and checks it belongs to this engine build and tool
-// tree. It returns the header and the engine's snapshot.
-func (rt *Runtime) openState(state []byte) (*stateHeader, []byte, error) {
+// tree. It returns the header and the sandbox's part.
+func (rt *Runtime) openState(state []byte) (*stateHeader, sandbox.State, error) {
 	if int64(len(state)) > rt.opts.MaxStateBytes {
-		return nil, nil, fmt.Errorf("%w: it is %d bytes, over MaxStateBytes (%d)", ErrStateInvalid, len(state), rt.opts.MaxStateBytes)
+		return nil, sandbox.State{}, fmt.Errorf("%w: it is %d bytes, over MaxStateBytes (%d)", ErrStateInvalid, len(state), rt.opts.MaxStateBytes)
 	}
 	var h stateHeader
-	snap, err := rt.open(state, stateKind, &h)
+	snap, blocks, err := rt.open(state, stateKind, &h)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrStateInvalid, err)
+		return nil, sandbox.State{}, fmt.Errorf("%w: %w", ErrStateInvalid, err)
 	}
 	if h.Engine != enginebin.SHA256 {
-		return nil, nil, ErrStateEngine
+		return nil, sandbox.State{}, ErrStateEngine
 	}
 	if h.Tools != rt.treeSum() {
-		return nil, nil, ErrStateTools
+		return nil, sandbox.State{}, ErrStateTools
 	}
 	if h.Admitted != len(h.Calls) || h.Limits.MaxMemoryBytes <= 0 {
-		return nil, nil, ErrStateInvalid
+		return nil, sandbox.State{}, ErrStateInvalid
 	}
 	for _, e := range h.Held {
 		if e.Index < 0 || e.Index >= len(h.Calls) {
-			return nil, nil, ErrStateInvalid
+			return nil, sandbox.State{}, ErrStateInvalid
 		}
 	}
-	return &h, snap, nil
+	return &h, sandbox.State{Header: h.Sandbox, Snapshot: snap, Blocks: blocks}, nil
 }
 
 // treeSum identifies the tool tree: every tool's path, schemas and

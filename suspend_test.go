@@ -263,7 +263,7 @@ func TestResumeRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Engine = strings.Repeat("0", 64)
-	otherEngine, err := rt.sealState(ctx, time.Time{}, h, sandbox.State{Header: h.Sandbox, Snapshot: inner})
+	otherEngine, err := rt.sealState(ctx, time.Time{}, h, sandbox.State{Header: h.Sandbox, Snapshot: inner.Snapshot})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,6 +384,51 @@ func TestResumeLegacyState(t *testing.T) {
 		if _, _, err := fresh.Resume(ctx, state, good); !errors.Is(err, ErrStateInvalid) {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestStepsDecodedWithDigests: a state decoded cold (another Runtime,
+// its writer's warm instance displaced) hands the digests its opening
+// computed to the resumed instance, and the next state, whose unchanged
+// blocks reuse them, opens on yet another Runtime: its MAC, computed over
+// those digests, is the MAC of its bytes.
+func TestStepsDecodedWithDigests(t *testing.T) {
+	ctx := context.Background()
+	opts := suspendOptions(nil)
+	rts := make([]*Runtime, 2)
+	for i := range rts {
+		rt, err := New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rt.Close()
+		rts[i] = rt
+	}
+	const program = `globalThis.rows = Array.from({ length: 20000 }, (_, i) => ({ i, s: "row " + i }));
+		let n = 0;
+		for (let k = 1; k <= 6; k++) n += (await tools.orders.get({ id: k })).total;
+		return n + rows.length`
+	_, s, err := rts[0].ExecuteSuspendable(ctx, program)
+	if err != nil || s == nil {
+		t.Fatal("not suspended", err)
+	}
+	var res Result
+	for step := 1; s != nil; step++ {
+		// Two other runs suspend on the same image, displacing the warm
+		// instance that wrote s.
+		for range 2 {
+			if _, other, err := rts[0].ExecuteSuspendable(ctx, `await tools.orders.get({ id: 1 }); return 0`); err != nil || other == nil {
+				t.Fatal("the displacing run did not suspend", err)
+			}
+		}
+		rt := rts[step%2] // not the Runtime that sealed s: no copy of it
+		res, s, err = rt.Resume(ctx, s.State, rt.RunPending(ctx, s.Pending[0]))
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+	}
+	if !res.OK || string(res.Value) != "20210" {
+		t.Fatalf("%s", clip(res))
 	}
 }
 

@@ -500,6 +500,16 @@ func samePage(buf, image []byte, i int) bool {
 // another image are refused before any of them reaches the engine; pages
 // are decoded a block at a time straight into the new instance's memory.
 func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Instance, error) {
+	return img.ResumeSummed(ctx, snap, nil, host)
+}
+
+// ResumeSummed is Resume for a snapshot whose block digests the caller
+// computed (SumBlocks) to authenticate it: the instance keeps them with
+// its blocks, and its next snapshot copies them instead of hashing the
+// blocks again. Digests that do not match the snapshot's blocks give a
+// next snapshot whose sum is not Sum of its bytes: a state that does not
+// open, never another one.
+func (img *Image) ResumeSummed(ctx context.Context, snap []byte, digests [][32]byte, host HostFunc) (*Instance, error) {
 	head := len(snapshotMagic) + sha256.Size
 	if len(snap) < head+crcSize {
 		return nil, ErrSnapshotCorrupt
@@ -540,6 +550,9 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 	}
 	if len(blocks) == 0 {
 		return nil, ErrSnapshotCorrupt
+	}
+	if len(digests) != len(blocks) {
+		digests = nil // not this snapshot's
 	}
 	dec := blockBuffers.get()
 	defer blockBuffers.put(dec)
@@ -612,7 +625,10 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 	// the instance's prior (see rangePages), when the snapshot is S2 and
 	// not too large; into one block's buffer, reused, when it is not.
 	if pagesLen := int(decoded) - len(raw); codec.reusable && pagesLen <= maxPrior {
-		if !in.resumePrior(buf, snap, blocks[1:], sizes[1:], pagesLen) {
+		if digests != nil {
+			digests = digests[1:]
+		}
+		if !in.resumePrior(buf, snap, blocks[1:], sizes[1:], digests, pagesLen) {
 			in.Close()
 			return nil, ErrSnapshotCorrupt
 		}
@@ -639,15 +655,15 @@ func (img *Image) Resume(ctx context.Context, snap []byte, host HostFunc) (*Inst
 
 // resumePrior decodes an S2 snapshot's blocks of pages (whose sizes
 // are decoded sizes, pagesLen in all) into one buffer, XORs them into
-// memory and keeps them, and a copy of each block, as the instance's
-// prior. It reports false when a block does not decode to its size or
+// memory and keeps them, and a copy of each block (with its digest, when
+// digests has them), as the instance's prior. It reports false when a block does not decode to its size or
 // does not fit memory.
 //
 // A megabyte of pages takes most of a millisecond to decode, so past
 // parallelDecode bytes the second half of the blocks is decoded on
 // another goroutine, into its own part of the buffer; the XOR into
 // memory stays on this one.
-func (in *Instance) resumePrior(mem, snap []byte, blocks [][]byte, sizes []int, pagesLen int) bool {
+func (in *Instance) resumePrior(mem, snap []byte, blocks [][]byte, sizes []int, digests [][32]byte, pagesLen int) bool {
 	encLen := 0
 	for _, blk := range blocks {
 		encLen += len(blk)
@@ -699,7 +715,11 @@ func (in *Instance) resumePrior(mem, snap []byte, blocks [][]byte, sizes []int, 
 			// returns, and the instance may snapshot later.
 			enc := keep.b[kept : kept+copy(keep.b[kept:], blocks[i])]
 			kept += len(enc)
-			in.prior.add(r, enc, raw, nil)
+			var sum *[32]byte
+			if digests != nil {
+				sum = &digests[i]
+			}
+			in.prior.add(r, enc, raw, sum)
 			last = r
 		}
 	}

@@ -39,35 +39,55 @@ const maxBlockSegments = 1 << 13
 
 // Sum returns the digest of snap that AppendSnapshot returned with it.
 func Sum(snap []byte) [32]byte {
-	sum, _ := sumSegments(snap)
+	sum, _, _ := sumSegments(snap)
 	return sum
 }
 
-// sumSegments is Sum, and how many segments it cut.
-func sumSegments(snap []byte) ([32]byte, int) {
+// SumBlocks is Sum, with the digest of each of snap's blocks in order
+// (nil when its blocks do not frame it): a caller that authenticated
+// snap by its sum hands them to ResumeSummed, so that the resumed
+// instance's next snapshot does not hash its blocks again.
+func SumBlocks(snap []byte) ([32]byte, [][32]byte) {
+	sum, _, blocks := sumSegments(snap)
+	return sum, blocks
+}
+
+// sumSegments is Sum, how many segments it cut and, when every segment
+// between the head and the CRC is a framed block, their digests.
+func sumSegments(snap []byte) ([32]byte, int, [][32]byte) {
 	var s summer
 	s.start()
 	head := len(snapshotMagic) + sha256.Size
 	if len(snap) < head+crcSize {
 		s.add(snap)
-		return s.sum(), 1
+		return s.sum(), 1, nil
 	}
 	s.add(snap[:head])
 	segs := 1
+	var digests [][32]byte
+	framed := true
 	rest := snap[head : len(snap)-crcSize]
 	for blocks := 0; len(rest) > 0; blocks++ {
 		n := len(rest) // unless framed, the rest is one segment
+		isBlock := false
 		if len(rest) >= 4 && blocks < maxBlockSegments {
 			if l := binary.LittleEndian.Uint32(rest); uint64(l) <= uint64(len(rest)-4) {
-				n = 4 + int(l)
+				n, isBlock = 4+int(l), true
 			}
 		}
-		s.add(rest[:n])
+		d := s.add(rest[:n])
+		framed = framed && isBlock
+		if framed {
+			digests = append(digests, d)
+		}
 		segs++
 		rest = rest[n:]
 	}
 	s.add(snap[len(snap)-crcSize:])
-	return s.sum(), segs + 1
+	if !framed {
+		digests = nil
+	}
+	return s.sum(), segs + 1, digests
 }
 
 // summer accumulates a sum segment by segment.

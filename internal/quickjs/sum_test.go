@@ -2,7 +2,9 @@ package quickjs
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"slices"
 	"strconv"
 	"testing"
 )
@@ -82,7 +84,7 @@ func splitBlocks(t *testing.T, snap []byte) [][]byte {
 func TestSumBounded(t *testing.T) {
 	head := len(snapshotMagic) + 32
 	b := make([]byte, head+4<<20+crcSize) // a million empty blocks
-	_, n := sumSegments(b)
+	_, n, _ := sumSegments(b)
 	if n != maxBlockSegments+3 {
 		t.Fatalf("%d segments, want %d", n, maxBlockSegments+3)
 	}
@@ -95,5 +97,51 @@ func TestSumBounded(t *testing.T) {
 			t.Fatalf("a byte set at %d: a sum seen before", at)
 		}
 		seen[s] = true
+	}
+}
+
+// TestResumeSummed: the block digests SumBlocks gives, handed to
+// ResumeSummed, are what the next snapshot's sum is made of for the
+// blocks it copies (wrong ones give a sum that is not the bytes', which
+// is how a state that would not open is made, never another state), and
+// digests of another count are not used.
+func TestResumeSummed(t *testing.T) {
+	img := frozenImage(t, "")
+	snap := snapshotAfter(t, img, reuseSetup)
+	sum, blocks := SumBlocks(snap)
+	if sum != Sum(snap) || len(blocks) < 3 {
+		t.Fatalf("SumBlocks: %d blocks, sum equal %v", len(blocks), sum == Sum(snap))
+	}
+	if _, none := SumBlocks(snap[:len(snap)-crcSize-1]); none != nil {
+		t.Fatal("digests for bytes whose blocks do not frame them")
+	}
+	step := func(digests [][32]byte) (next []byte, written, actual [32]byte) {
+		t.Helper()
+		back, err := img.ResumeSummed(context.Background(), snap, digests, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer back.Close()
+		if _, err := evalString(t, back, `n++`); err != nil {
+			t.Fatal(err)
+		}
+		next, written, err = back.AppendSnapshot(context.Background(), nil, SnapshotLimits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return next, written, Sum(next)
+	}
+	if _, w, a := step(blocks); w != a {
+		t.Fatal("with the snapshot's digests, the next sum is not the bytes'")
+	}
+	bad := slices.Clone(blocks)
+	for i := range bad {
+		bad[i][0] ^= 1
+	}
+	if _, w, a := step(bad); w == a {
+		t.Fatal("the digests handed in were not used for the copied blocks")
+	}
+	if _, w, a := step(bad[1:]); w != a {
+		t.Fatal("digests of another count were used")
 	}
 }

@@ -68,11 +68,19 @@ type State struct {
 	// (most of it copied with the blocks a step did not change); a State
 	// given to Resume does not need it.
 	Sum [32]byte
+	// Blocks, when not nil, are the digests of the snapshot's blocks that
+	// SnapshotSumBlocks gave the caller that authenticated it: Resume
+	// keeps them, and the next snapshot does not hash those blocks again.
+	Blocks [][32]byte
 }
 
 // SnapshotSum is a digest of a snapshot's bytes, or of any bytes, that a
 // caller authenticates in place of all of them (quickjs.Sum).
 func SnapshotSum(b []byte) [32]byte { return quickjs.Sum(b) }
+
+// SnapshotSumBlocks is SnapshotSum, with the digests of the snapshot's
+// blocks for State.Blocks (quickjs.SumBlocks).
+func SnapshotSumBlocks(b []byte) ([32]byte, [][32]byte) { return quickjs.SumBlocks(b) }
 
 // Held is a call held for a result.
 type Held struct {
@@ -352,7 +360,7 @@ func (s *Sandbox) restore(req Request, state State) (*parked, *booted, *pool, er
 	if img == nil {
 		return nil, nil, nil, ErrClosed
 	}
-	in, err := img.Resume(context.Background(), snap, nil)
+	in, err := img.ResumeSummed(context.Background(), snap, state.Blocks, nil)
 	switch {
 	case errors.Is(err, quickjs.ErrSnapshotImage):
 		return nil, nil, nil, ErrStateEngine
