@@ -112,6 +112,11 @@ func compile(ctx context.Context, code string, script bool) (*Program, error) {
 	if len(code) > MaxTranspileBytes {
 		return nil, &Error{Message: fmt.Sprintf("the program is %d bytes; TypeScript is compiled only in programs up to %d bytes (128 KiB): write it as plain JavaScript or shorten it", len(code), MaxTranspileBytes)}
 	}
+	// A select picks among ready cases at random: a context already done
+	// would otherwise lose to a free compiler slot half the time.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	select {
 	case transforms <- struct{}{}:
 	case <-ctx.Done():
