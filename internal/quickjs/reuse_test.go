@@ -43,14 +43,21 @@ func copiedBlocks(t *testing.T, a, b []byte) (same, all int) {
 // memoryOf resumes snap and returns a copy of the instance's memory.
 func memoryOf(t *testing.T, img *Image, snap []byte) []byte {
 	t.Helper()
+	in := resumed(t, img, snap)
+	m := in.mod.Memory()
+	buf, _ := m.Read(0, m.Size())
+	return bytes.Clone(buf)
+}
+
+// resumed is Image.Resume of snap, closed when the test ends.
+func resumed(t *testing.T, img *Image, snap []byte) *Instance {
+	t.Helper()
 	in, err := img.Resume(context.Background(), snap, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer in.Close()
-	m := in.mod.Memory()
-	buf, _ := m.Read(0, m.Size())
-	return bytes.Clone(buf)
+	t.Cleanup(in.Close)
+	return in
 }
 
 // snapshotAfter snapshots a new instance of img once setup has run in it.
@@ -88,11 +95,7 @@ func TestSnapshotReusesBlocks(t *testing.T) {
 		{"freed", `rows.length = 0; globalThis.more = null; 0`, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			back, err := img.Resume(context.Background(), first, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer back.Close()
+			back := resumed(t, img, first)
 			if back.prior == nil {
 				t.Fatal("the resumed instance kept nothing of its snapshot")
 			}
@@ -132,11 +135,7 @@ func TestSnapshotReuseOwnsItsBytes(t *testing.T) {
 	img := frozenImage(t, "")
 	first := snapshotAfter(t, img, reuseSetup)
 	mine := bytes.Clone(first)
-	back, err := img.Resume(context.Background(), mine, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer back.Close()
+	back := resumed(t, img, mine)
 	for i := range mine {
 		mine[i] = 0xAA
 	}
@@ -150,11 +149,7 @@ func TestSnapshotReuseOwnsItsBytes(t *testing.T) {
 	if same, all := copiedBlocks(t, first, next); same*2 < all {
 		t.Fatalf("%d of %d blocks copied, want most", same, all)
 	}
-	again, err := img.Resume(context.Background(), next, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer again.Close()
+	again := resumed(t, img, next)
 	if got, _ := evalString(t, again, `n + " " + rows[7999].s`); got != "7 item 7999" {
 		t.Fatalf("resumed: %q", got)
 	}
@@ -196,11 +191,7 @@ func TestSnapshotOldBlocking(t *testing.T) {
 			if got := memoryOf(t, img, s); !bytes.Equal(got, want) {
 				t.Fatal("resumed to another memory")
 			}
-			back, err := img.Resume(context.Background(), s, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer back.Close()
+			back := resumed(t, img, s)
 			if back.prior != nil && len(back.prior.blocks) > 0 {
 				t.Fatalf("kept %d blocks to copy from a snapshot whose blocks span ranges or are not S2", len(back.prior.blocks))
 			}
@@ -211,11 +202,7 @@ func TestSnapshotOldBlocking(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			again, err := img.Resume(context.Background(), next, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer again.Close()
+			again := resumed(t, img, next)
 			if got, _ := evalString(t, again, `n + " " + rows.length`); got != "3 3000" {
 				t.Fatalf("resumed: %q", got)
 			}
@@ -244,11 +231,7 @@ func TestSnapshotLargeBlocks(t *testing.T) {
 	if want := pages / (largeRange * pageSize); len(blocks) > 2*want {
 		t.Fatalf("%d blocks for %d bytes of pages: not blocks of %d pages", len(blocks), pages, largeRange)
 	}
-	back, err := img.Resume(context.Background(), snap, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer back.Close()
+	back := resumed(t, img, snap)
 	if back.prior != nil {
 		t.Fatal("an instance resumed from more than maxPrior bytes of pages kept them")
 	}
@@ -285,11 +268,7 @@ func TestSnapshotBadBlockDecodedApart(t *testing.T) {
 			t.Fatalf("block %d of %d not S2: got %v, want ErrSnapshotCorrupt", which, len(blocks), err)
 		}
 	}
-	back, err := img.Resume(context.Background(), snap, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer back.Close()
+	back := resumed(t, img, snap)
 	if got, _ := evalString(t, back, `rows[7999].s`); got != "item 7999" {
 		t.Fatalf("resumed: %q", got)
 	}

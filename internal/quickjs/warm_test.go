@@ -53,19 +53,11 @@ func warmSnapshot(t *testing.T, img *Image) []byte {
 func TestWarmResume(t *testing.T) {
 	img := frozenImage(t, "")
 	snap := warmSnapshot(t, img)
-	warm, err := img.Resume(context.Background(), snap, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer warm.Close()
+	warm := resumed(t, img, snap)
 	if img.Warm() != 0 {
 		t.Fatal("the resume did not take the warm instance")
 	}
-	cold, err := img.Resume(context.Background(), snap, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cold.Close()
+	cold := resumed(t, img, snap)
 	wm, wg := memoryNow(t, warm)
 	cm, cg := memoryNow(t, cold)
 	if !bytes.Equal(wm, cm) {
@@ -135,11 +127,7 @@ func TestWarmForgetsAfterCall(t *testing.T) {
 			if img.Warm() != 0 {
 				t.Fatal("an instance that ran after its snapshot was kept warm")
 			}
-			back, err := img.Resume(context.Background(), snap, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer back.Close()
+			back := resumed(t, img, snap)
 			if got, _ := evalString(t, back, `n + " " + rows.length`); got != "0 8000" {
 				t.Fatalf("resumed: %q", got)
 			}
