@@ -346,10 +346,7 @@ func TestResumeLegacyState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	legacy, err := envelope.Seal(slices.Clone(body), stateKind.legacy, head, opts.StateKey, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	legacy := envelope.Seal(slices.Clone(body), stateKind.legacy, head, opts.StateKey)
 	// Another Runtime: no copies of what rt sealed, every state is
 	// authenticated.
 	fresh, err := New(opts)

@@ -314,11 +314,7 @@ func (s *Server) sealTicket(t ticket) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	b, err := envelope.Seal(nil, ticketMagic, head, s.ticketKey[:], nil)
-	if err != nil {
-		return "", err
-	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
+	return base64.RawURLEncoding.EncodeToString(envelope.Seal(nil, ticketMagic, head, s.ticketKey[:])), nil
 }
 
 // openTicket opens a ticket sealed for this session.

@@ -32,40 +32,28 @@ const MACSize = sha256.Size
 // Overhead is how many bytes Seal adds to a body for a header of n bytes.
 func Overhead(magic string, n int) int { return n + 4 + len(magic) + MACSize }
 
-// chunk is how much is hashed between calls of check: about half a
-// millisecond of work.
-const chunk = 1 << 20
-
 // Seal appends head (a header's JSON), its length, magic and the MAC
 // under key to body, and returns the envelope, with at most an eighth of
-// its length in spare capacity. check, when not nil, is
-// called before each megabyte hashed; its error stops sealing.
-func Seal(body []byte, magic string, head []byte, key []byte, check func() error) ([]byte, error) {
+// its length in spare capacity.
+func Seal(body []byte, magic string, head []byte, key []byte) []byte {
 	out := append(body, head...)
 	out = binary.LittleEndian.AppendUint32(out, uint32(len(head)))
 	out = append(out, magic...)
 	mac := hmac.New(sha256.New, key)
-	for at := 0; ; at += chunk {
-		if check != nil {
-			if err := check(); err != nil {
-				return nil, err
-			}
-		}
-		if at >= len(out) {
-			break
-		}
-		mac.Write(out[at:min(at+chunk, len(out))])
-	}
-	out = mac.Sum(out)
-	// An envelope is kept, maybe for days, by whoever holds it; spare
-	// room the body's writer left (a small snapshot's buffer starts at
-	// 64 KiB) would be kept with it. Past an eighth of the envelope it is
-	// cut off by a copy, which for the envelopes that have it — small
-	// ones — costs microseconds.
+	mac.Write(out)
+	return trim(mac.Sum(out))
+}
+
+// trim cuts off spare room past an eighth of the envelope. An envelope
+// is kept, maybe for days, by whoever holds it; spare room the body's
+// writer left (a small snapshot's buffer starts at 64 KiB) would be kept
+// with it. The copy costs microseconds for the envelopes that have that
+// much room: small ones.
+func trim(out []byte) []byte {
 	if cap(out)-len(out) > len(out)/8 {
 		out = append(make([]byte, 0, len(out)), out...)
 	}
-	return out, nil
+	return out
 }
 
 // SealSum is Seal for a body whose MAC covers sum, a collision-resistant
@@ -79,11 +67,7 @@ func SealSum(body []byte, sum [32]byte, magic string, head []byte, key []byte) [
 	out := append(body, head...)
 	out = binary.LittleEndian.AppendUint32(out, uint32(len(head)))
 	out = append(out, magic...)
-	out = sumMAC(key, sum, out[len(body):]).Sum(out)
-	if cap(out)-len(out) > len(out)/8 {
-		out = append(make([]byte, 0, len(out)), out...)
-	}
-	return out
+	return trim(sumMAC(key, sum, out[len(body):]).Sum(out))
 }
 
 // sumMAC is the MAC of an envelope sealed by SealSum, before its Sum:
