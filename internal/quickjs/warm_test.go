@@ -24,18 +24,14 @@ func memoryNow(t *testing.T, in *Instance) ([]byte, []uint64) {
 // gives it back to the image, which keeps it warm.
 func warmSnapshot(t *testing.T, img *Image) []byte {
 	t.Helper()
-	in, err := img.NewInstance(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// (An instance left open would keep the engine's Close waiting.)
+	// fromImage closes it when the test ends, if it fails first: an
+	// instance left open would keep the engine's Close waiting.
+	in := fromImage(t, img)
 	if _, err := evalString(t, in, reuseSetup+`; Math.random(); 0`); err != nil {
-		in.Close()
 		t.Fatal(err)
 	}
 	snap, err := snapshot(in)
 	if err != nil {
-		in.Close()
 		t.Fatal(err)
 	}
 	before := img.Warm()
@@ -109,17 +105,12 @@ func TestWarmForgetsAfterCall(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			in, err := img.NewInstance(context.Background(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			in := fromImage(t, img)
 			if _, err := evalString(t, in, reuseSetup); err != nil {
-				in.Close()
 				t.Fatal(err)
 			}
 			snap, err := snapshot(in)
 			if err != nil {
-				in.Close()
 				t.Fatal(err)
 			}
 			after(in)
