@@ -178,6 +178,10 @@ func (rt *Runtime) newExecution(ctx context.Context, src *source, lim limits, ho
 	return ex
 }
 
+// toolsErrorClass is the error class of the tools namespace, the same in
+// every run (and so in every image).
+var toolsErrorClass = &sandbox.ErrorClass{Name: "ToolError", Member: toolErrorMember, DataKind: string(InvalidDataValue)}
+
 // request is the sandbox request of the execution's run, but for the
 // program.
 func (ex *execution) request(deadline time.Time) sandbox.Request {
@@ -186,7 +190,7 @@ func (ex *execution) request(deadline time.Time) sandbox.Request {
 			Name:       "tools",
 			Members:    ex.rt.paths,
 			Admit:      ex.admit,
-			ErrorClass: &sandbox.ErrorClass{Name: "ToolError", Member: toolErrorMember, DataKind: string(InvalidDataValue)},
+			ErrorClass: toolsErrorClass,
 		}},
 		Timeout:     ex.lim.Timeout,
 		Deadline:    deadline,

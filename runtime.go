@@ -28,6 +28,10 @@ type Runtime struct {
 	sumOnce sync.Once
 	sum     string // treeSum
 
+	imageOnce sync.Once
+	imageSum  string // ImageSum
+	imageErr  error
+
 	// stateKeys are StateKey and then PreviousStateKeys: the keys a state
 	// may be sealed with.
 	stateKeys [][]byte

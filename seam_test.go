@@ -72,6 +72,9 @@ func TestRunnerWithoutSuspend(t *testing.T) {
 	if _, _, err := hidden.Resume(context.Background(), s.State, CallResult{Index: s.Pending[0].Index, Output: json.RawMessage("3")}); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("Resume: got %v, want errors.ErrUnsupported", err)
 	}
+	if _, err := hidden.ImageSum(); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("ImageSum: got %v, want errors.ErrUnsupported", err)
+	}
 	if calls != 1 {
 		t.Errorf("the tool ran %d times, want once (by Execute)", calls)
 	}

@@ -719,14 +719,34 @@ func (rt *Runtime) openState(state []byte) (*stateHeader, sandbox.State, error) 
 	return &h, sandbox.State{Header: h.Sandbox, Snapshot: snap, Blocks: blocks}, nil
 }
 
-// treeSum identifies the tool tree: every tool's path, schemas and
-// validation settings. A state resumes only where it is the same.
 // ToolTreeSum is a digest of the Runtime's tool tree: every tool's path,
 // schemas and checks, which a state records and Resume compares. Two
-// Runtimes with the same sum (and engine build, StateKey and StateFormat)
+// Runtimes with the same sum (and ImageSum, StateKey and StateFormat)
 // resume each other's states, so a host that runs programs on several
 // machines can check it before it sends one a run.
 func (rt *Runtime) ToolTreeSum() string { return rt.treeSum() }
+
+// ImageSum identifies the engine image a state is taken against: the
+// engine build, the sandbox's prelude and the way an instance boots, as
+// this build of codemode makes them. It depends on no option and no tool
+// (those are ToolTreeSum's). A state resumes only on a Runtime with the
+// same ImageSum; one from another image is refused with ErrStateEngine,
+// even when the engine build is the same. The first call makes the image
+// when no run has yet (a few milliseconds); the answer is kept.
+func (rt *Runtime) ImageSum() (string, error) {
+	rt.imageOnce.Do(func() {
+		s, ok := rt.sb.(guest.Suspender)
+		if !ok {
+			rt.imageErr = errNoSuspend
+			return
+		}
+		rt.imageSum, rt.imageErr = s.ImageSum(uint64(DefaultMaxMemoryBytes), []sandbox.Namespace{{Name: "tools", ErrorClass: toolsErrorClass}})
+	})
+	return rt.imageSum, rt.imageErr
+}
+
+// treeSum identifies the tool tree: every tool's path, schemas and
+// validation settings. A state resumes only where it is the same.
 
 func (rt *Runtime) treeSum() string {
 	rt.sumOnce.Do(func() {

@@ -368,6 +368,15 @@ func TestTreeNamesStateFormat(t *testing.T) {
 	if before := rt.ToolTreeSum() + "/" + enginebin.SHA256[:16]; tree == before {
 		t.Fatal("the tree is the one a worker of the last version has")
 	}
+	// The image, not only the engine build: a version with another
+	// prelude on the same engine cannot resume these states.
+	img, err := rt.ImageSum()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := rt.ToolTreeSum() + "/" + img[:16] + "/" + codemode.StateFormat; tree != want {
+		t.Fatalf("tree %q, want %q (the image's sum)", tree, want)
+	}
 }
 
 func TestServerVersions(t *testing.T) {

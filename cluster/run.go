@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/codemode-go/codemode"
-	"github.com/codemode-go/codemode/internal/enginebin"
 	"github.com/codemode-go/codemode/store"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,10 +18,18 @@ import (
 )
 
 // treeOf is what a run needs of the worker that runs it: the same tool
-// tree, the same engine build and the same state format (a state resumes
-// on no other engine, nor on an earlier version's format).
+// tree, the same engine image and the same state format (a state resumes
+// on no other image, nor on an earlier version's format). The image, not
+// only the engine build: two versions with the same engine but another
+// prelude cannot resume each other's states either.
 func treeOf(rt *codemode.Runtime) string {
-	return rt.ToolTreeSum() + "/" + enginebin.SHA256[:16] + "/" + codemode.StateFormat
+	img, err := rt.ImageSum()
+	if err != nil {
+		// A worker that cannot make the image runs nothing: no front's
+		// tree names this.
+		img = "no image: " + err.Error()
+	}
+	return rt.ToolTreeSum() + "/" + img[:min(16, len(img))] + "/" + codemode.StateFormat
 }
 
 // A job is what a front publishes to run a program.
@@ -30,7 +37,7 @@ type job struct {
 	ID      string `json:"id"`
 	Code    string `json:"code"`
 	Session string `json:"session,omitempty"`
-	// Tree is the front's ToolTreeSum and engine build: a worker with
+	// Tree is the front's ToolTreeSum and engine image: a worker with
 	// another tool tree or engine hands the job back for one that has
 	// them (during an upgrade, old workers finish old runs), and after
 	// the last attempt the run fails saying why.

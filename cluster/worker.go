@@ -244,7 +244,7 @@ func (w *Worker) handle(msg jetstream.Msg) {
 			_ = msg.NakWithDelay(time.Second)
 			return
 		}
-		w.finishUnrun(j, "no worker has the tool tree and engine build of the front that sent this program: start workers of the same codemode version with the same tools (the same config, specs and flags) as the front")
+		w.finishUnrun(j, "no worker has the tool tree and engine image of the front that sent this program: start workers of the same codemode version with the same tools (the same config, specs and flags) as the front")
 		_ = msg.Term()
 		return
 	}

@@ -30,4 +30,8 @@ type Suspender interface {
 	// away is how much time the run counts as having passed while it was
 	// suspended.
 	Resume(ctx context.Context, req sandbox.Request, state sandbox.State, results []sandbox.Delivery, away time.Duration) (sandbox.Result, error)
+	// ImageSum identifies what a state of a run with memory bytes and
+	// these bindings is taken against: a state resumes only on a
+	// Suspender that gives the same sum for the same memory and bindings.
+	ImageSum(memory uint64, bindings []sandbox.Namespace) (string, error)
 }

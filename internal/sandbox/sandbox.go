@@ -74,6 +74,11 @@ type Options struct {
 	// one from its configuration's image: the design before images, kept
 	// to measure them against.
 	BootEveryRun bool
+
+	// BootScript, when set, is evaluated in every instance as it boots,
+	// after the prelude. It is for tests: it makes another image, as
+	// another version of the prelude would.
+	BootScript string
 }
 
 // ErrEngineUnavailable is wrapped by the error [New] returns when the
@@ -89,6 +94,7 @@ var ErrEngineMismatch = enginebin.ErrMismatch
 // independent of each other.
 type Sandbox struct {
 	bootEveryRun bool
+	bootScript   string // Options.BootScript
 	engine       *quickjs.Engine
 	// prelude and url are prelude.js and url.js compiled once to engine
 	// bytecode: parsing them costs milliseconds per instance, loading
@@ -129,7 +135,7 @@ func New(ctx context.Context, opts Options) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sandbox{engine: e, bootEveryRun: opts.BootEveryRun}
+	s := &Sandbox{engine: e, bootEveryRun: opts.BootEveryRun, bootScript: opts.BootScript}
 	if err := s.compileScripts(ctx); err != nil {
 		_ = e.Close(ctx)
 		return nil, err

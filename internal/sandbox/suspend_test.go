@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -19,13 +18,51 @@ import (
 // namespace.
 func imageDigest(t *testing.T, s *Sandbox) string {
 	t.Helper()
-	p := s.pool(poolKey{DefaultMemoryBytes, bindingSpec([]Namespace{{Name: "tools", ErrorClass: &ErrorClass{Name: "ToolError", Member: "tool"}}})})
-	if err := p.capture(s); err != nil {
+	d, err := s.ImageSum(DefaultMemoryBytes, toolsNamespace)
+	if err != nil {
 		t.Fatal(err)
 	}
-	img, _ := p.image()
-	d := img.Digest()
-	return hex.EncodeToString(d[:])
+	return d
+}
+
+var toolsNamespace = []Namespace{{Name: "tools", ErrorClass: &ErrorClass{Name: "ToolError", Member: "tool"}}}
+
+// TestImageSum: the sum of a configuration's image is the same on two
+// sandboxes, and differs for another memory limit, other namespaces and
+// another boot; a sandbox without images has none.
+func TestImageSum(t *testing.T) {
+	a, b := newSandbox(t), newSandbox(t)
+	sum := imageDigest(t, a)
+	if len(sum) != 64 || imageDigest(t, b) != sum {
+		t.Fatalf("two sandboxes: %q and %q", sum, imageDigest(t, b))
+	}
+	other := map[string]func() (string, error){
+		"memory": func() (string, error) { return a.ImageSum(DefaultMemoryBytes/2, toolsNamespace) },
+		"namespaces": func() (string, error) {
+			return a.ImageSum(DefaultMemoryBytes, []Namespace{{Name: "tools"}, {Name: "more"}})
+		},
+		"boot script": func() (string, error) {
+			s, err := New(context.Background(), testOptions(Options{BootScript: "globalThis.mark = 1"}))
+			if err != nil {
+				return "", err
+			}
+			defer s.Close()
+			return s.ImageSum(DefaultMemoryBytes, toolsNamespace)
+		},
+	}
+	for name, f := range other {
+		if got, err := f(); err != nil || got == sum {
+			t.Errorf("%s: %q, %v; want a sum other than %q", name, got, err, sum)
+		}
+	}
+	s, err := New(context.Background(), testOptions(Options{BootEveryRun: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, err := s.ImageSum(DefaultMemoryBytes, toolsNamespace); err == nil {
+		t.Errorf("a sandbox that boots every run: %q, want an error", got)
+	}
 }
 
 // TestImageSameInEveryProcess boots a configuration's image in this
