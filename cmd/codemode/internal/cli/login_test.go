@@ -65,6 +65,16 @@ func runLogin(t *testing.T, args ...string) (int, string, string) {
 // refreshing it as it expires, and a tool that needs more scope says to
 // log in again, after which it works in the same session.
 func TestLoginThenMCP(t *testing.T) {
+	// The token goes to the process's configuration directory (TestMain):
+	// this test's is removed after it, so that it can run again in the
+	// same process (-count) and find one token, its own.
+	t.Cleanup(func() {
+		root, _ := secret.Root()
+		files, _ := filepath.Glob(filepath.Join(root, "tokens", "secure-*.json"))
+		for _, f := range files {
+			_ = os.Remove(f)
+		}
+	})
 	srv := oauthtest.New(t, oauthtest.Options{TokenTTL: 2 * time.Second})
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "servers.json")
