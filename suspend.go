@@ -102,8 +102,10 @@ var (
 	// codemode, was made with another StateKey, or is larger than
 	// Options.MaxStateBytes.
 	ErrStateInvalid = errors.New("codemode: the state is damaged or was not made with this StateKey")
-	// ErrStateEngine: the state was made with another engine build.
-	ErrStateEngine = errors.New("codemode: the state was made with another engine build")
+	// ErrStateEngine: the state was made with another engine build, or
+	// another engine image on the same build (another version of
+	// codemode: see Runtime.ImageSum).
+	ErrStateEngine = errors.New("codemode: the state was made with another engine build or image (another version of codemode)")
 	// ErrStateTools: the state was made by a Runtime with another tool
 	// tree (tools added, removed, or their schemas changed).
 	ErrStateTools = errors.New("codemode: the state was made with another tool tree")

@@ -33,8 +33,9 @@ var ErrHold = errors.New("sandbox: call held")
 var (
 	// ErrStateCorrupt: the bytes are not a suspended run's state.
 	ErrStateCorrupt = errors.New("sandbox: the state is damaged or not a suspended run")
-	// ErrStateEngine: the state was made with another engine build.
-	ErrStateEngine = errors.New("sandbox: the state was made with another engine build")
+	// ErrStateEngine: the state was made with another engine build or
+	// against another image (see Sandbox.ImageSum).
+	ErrStateEngine = errors.New("sandbox: the state was made with another engine build or image")
 	// ErrStateMismatch: the request differs from the suspended run's in
 	// its memory limit or bindings.
 	ErrStateMismatch = errors.New("sandbox: the state does not match the request")
