@@ -332,11 +332,7 @@ func TestResumeRefuses(t *testing.T) {
 func TestResumeLegacyState(t *testing.T) {
 	ctx := context.Background()
 	opts := suspendOptions(nil)
-	rt, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
+	rt := mustNew(t, opts)
 	_, s, err := rt.ExecuteSuspendable(ctx, `const a = await tools.orders.get({ id: 1 }); return a.total * 2`)
 	if err != nil || s == nil {
 		t.Fatal("not suspended", err)
@@ -349,11 +345,7 @@ func TestResumeLegacyState(t *testing.T) {
 	legacy := envelope.Seal(slices.Clone(body), stateKind.legacy, head, opts.StateKey)
 	// Another Runtime: no copies of what rt sealed, every state is
 	// authenticated.
-	fresh, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fresh.Close()
+	fresh := mustNew(t, opts)
 	good := CallResult{Index: s.Pending[0].Index, Output: json.RawMessage(`{"id":1,"total":10}`)}
 	if _, err := fresh.Inspect(legacy); err != nil {
 		t.Fatalf("inspect: %v", err)
