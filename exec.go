@@ -178,20 +178,22 @@ func (rt *Runtime) newExecution(ctx context.Context, src *source, lim limits, ho
 	return ex
 }
 
-// toolsErrorClass is the error class of the tools namespace, the same in
-// every run (and so in every image).
-var toolsErrorClass = &sandbox.ErrorClass{Name: "ToolError", Member: toolErrorMember, DataKind: string(InvalidDataValue)}
+// toolsBinding is the tools namespace of a run's request. Its name and
+// error class, all an image depends on, are the same in every run.
+func toolsBinding(members [][]string, admit func(sandbox.Call) (sandbox.Work, error)) sandbox.Namespace {
+	return sandbox.Namespace{
+		Name:       "tools",
+		Members:    members,
+		Admit:      admit,
+		ErrorClass: &sandbox.ErrorClass{Name: "ToolError", Member: toolErrorMember, DataKind: string(InvalidDataValue)},
+	}
+}
 
 // request is the sandbox request of the execution's run, but for the
 // program.
 func (ex *execution) request(deadline time.Time) sandbox.Request {
 	req := sandbox.Request{
-		Bindings: []sandbox.Namespace{{
-			Name:       "tools",
-			Members:    ex.rt.paths,
-			Admit:      ex.admit,
-			ErrorClass: toolsErrorClass,
-		}},
+		Bindings:    []sandbox.Namespace{toolsBinding(ex.rt.paths, ex.admit)},
 		Timeout:     ex.lim.Timeout,
 		Deadline:    deadline,
 		MemoryBytes: uint64(ex.lim.MaxMemoryBytes),

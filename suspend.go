@@ -742,7 +742,7 @@ func (rt *Runtime) ImageSum() (string, error) {
 			rt.imageErr = errNoSuspend
 			return
 		}
-		rt.imageSum, rt.imageErr = s.ImageSum(uint64(DefaultMaxMemoryBytes), []sandbox.Namespace{{Name: "tools", ErrorClass: toolsErrorClass}})
+		rt.imageSum, rt.imageErr = s.ImageSum(uint64(DefaultMaxMemoryBytes), []sandbox.Namespace{toolsBinding(nil, nil)})
 	})
 	return rt.imageSum, rt.imageErr
 }
