@@ -36,12 +36,18 @@ func Overhead(magic string, n int) int { return n + 4 + len(magic) + MACSize }
 // under key to body, and returns the envelope, with at most an eighth of
 // its length in spare capacity.
 func Seal(body []byte, magic string, head []byte, key []byte) []byte {
-	out := append(body, head...)
-	out = binary.LittleEndian.AppendUint32(out, uint32(len(head)))
-	out = append(out, magic...)
+	out := appendTail(body, magic, head)
 	mac := hmac.New(sha256.New, key)
 	mac.Write(out)
 	return trim(mac.Sum(out))
+}
+
+// appendTail appends what follows the body: the header, its length and
+// the magic.
+func appendTail(body []byte, magic string, head []byte) []byte {
+	out := append(body, head...)
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(head)))
+	return append(out, magic...)
 }
 
 // trim cuts off spare room past an eighth of the envelope. An envelope
@@ -64,9 +70,7 @@ func trim(out []byte) []byte {
 // magic is sealed one way only, Seal or SealSum: the MAC covers the
 // magic, so an envelope is never checked the other way.
 func SealSum(body []byte, sum [32]byte, magic string, head []byte, key []byte) []byte {
-	out := append(body, head...)
-	out = binary.LittleEndian.AppendUint32(out, uint32(len(head)))
-	out = append(out, magic...)
+	out := appendTail(body, magic, head)
 	return trim(sumMAC(key, sum, out[len(body):]).Sum(out))
 }
 
